@@ -1,0 +1,224 @@
+//! `quire bench`: the first performance figures, measured on this machine in one run.
+//! - embedding throughput in full-size (≈500-token) chunks per second;
+//! - search latency (p50/p99) over a 10k-chunk knowledge base, dense (exact and HNSW), BM25, hybrid;
+//! - decode speed of the answer model.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use quire_embed::Embedder;
+use quire_engine::SearchMode;
+use quire_index::{ChunkRecord, DocumentRecord, KnowledgeBase};
+use quire_ingest::Chunker;
+use quire_llm::{GenerationRequest, Llm};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Documents to take chunks and queries from (default: the sample documents in ../shared).
+    #[arg(long)]
+    docs: Option<PathBuf>,
+    /// Chunks in the search benchmark's knowledge base.
+    #[arg(long, default_value_t = 10_000)]
+    chunks: usize,
+    /// Chunks embedded for the throughput figure.
+    #[arg(long, default_value_t = 48)]
+    embed_chunks: usize,
+    /// Search queries timed per mode.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+    /// Answer model for the decode figure (name or GGUF path); `none` skips it.
+    #[arg(long, default_value = "qwen2.5-coder-1.5b")]
+    model: String,
+    #[arg(long, default_value_t = 128)]
+    decode_tokens: usize,
+}
+
+pub async fn run(args: BenchArgs) -> Result<()> {
+    let docs_dir = match args.docs {
+        Some(d) => d,
+        None => default_docs()?,
+    };
+    println!("machine: {} cores, {}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), cpu_name());
+    let embedder = Embedder::load(&quire_models::MINILM.location()?)?;
+    let chunker = Chunker::new(embedder.tokenizer())?;
+    let (files, _) = quire_engine::discover_files(&[docs_dir.clone()]);
+    let mut chunks = Vec::new();
+    for f in &files {
+        if let Ok(doc) = quire_ingest::load_file(f) {
+            chunks.extend(chunker.chunk(&doc).into_iter().map(|c| (f.clone(), c)));
+        }
+    }
+    anyhow::ensure!(!chunks.is_empty(), "no chunks from {}", docs_dir.display());
+
+    // 1. Embedding throughput on full-size chunks.
+    let mut big: Vec<&str> = chunks.iter().filter(|(_, c)| c.tokens >= 400).map(|(_, c)| c.text.as_str()).collect();
+    big.truncate(args.embed_chunks);
+    let mean_tokens = big.iter().map(|t| chunker.count_tokens(t)).sum::<usize>() as f64 / big.len() as f64;
+    let t = Instant::now();
+    embedder.embed_passages(&big)?;
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "embedding: {} chunks of {:.0} tokens on average in {:.2} s = {:.2} chunks/s ({:.0} tokens/s)",
+        big.len(),
+        mean_tokens,
+        secs,
+        big.len() as f64 / secs,
+        big.len() as f64 * mean_tokens / secs
+    );
+
+    // 2. Search latency at `args.chunks` chunks. Embedding 10k real chunks would take most of an
+    // hour here, so the table holds the real chunks' texts and embeddings, repeated with small
+    // random perturbations (renormalised) until it has the size asked for.
+    let texts: Vec<&str> = chunks.iter().map(|(_, c)| c.text.as_str()).collect();
+    let base = embedder.embed_passages(&texts)?;
+    let dir = tempfile_dir()?;
+    let kb = KnowledgeBase::open(&dir, embedder.dim()).await?;
+    let mut rng = Lcg(42);
+    let per_doc = 1000;
+    let mut n = 0;
+    while n < args.chunks {
+        let doc_id = format!("bench{}", n / per_doc);
+        let batch: Vec<ChunkRecord> = (n..(n + per_doc).min(args.chunks))
+            .map(|i| {
+                let j = i % base.len();
+                let mut v: Vec<f32> = base[j].iter().map(|x| x + 0.02 * rng.normal()).collect();
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.iter_mut().for_each(|x| *x /= norm);
+                let c = &chunks[j].1;
+                ChunkRecord { doc_id: doc_id.clone(), seq: (i % per_doc) as u32, page: c.page, start: c.start as u64, end: c.end as u64, tokens: c.tokens as u32, text: c.text.clone(), vector: v }
+            })
+            .collect();
+        let record = DocumentRecord {
+            doc_id: doc_id.clone(),
+            path: format!("/bench/{doc_id}"),
+            kind: "text".into(),
+            content_hash: doc_id.clone(),
+            bytes: 0,
+            pages: 1,
+            chunks: batch.len() as u32,
+            ingested_at_ms: 0,
+        };
+        kb.replace_document(&record, &batch).await?;
+        n += batch.len();
+    }
+    let t = Instant::now();
+    kb.refresh_indexes().await?;
+    println!(
+        "search table: {} chunks; indexes built in {:.1} s (HNSW: {})",
+        kb.chunk_count().await?,
+        t.elapsed().as_secs_f64(),
+        kb.has_vector_index().await?
+    );
+    let queries: Vec<String> = chunks
+        .iter()
+        .map(|(_, c)| c.text.split_whitespace().take(8).collect::<Vec<_>>().join(" "))
+        .cycle()
+        .take(args.queries)
+        .collect();
+    let qvecs: Vec<Vec<f32>> = queries.iter().map(|q| embedder.embed_query(q)).collect::<Result<_>>()?;
+    let mut recall_hits = 0usize;
+    let mut recall_total = 0usize;
+    for (label, mode) in [("dense exact", None), ("dense hnsw", Some(SearchMode::Dense)), ("bm25", Some(SearchMode::Bm25)), ("hybrid", Some(SearchMode::Hybrid))] {
+        let mut times = Vec::with_capacity(queries.len());
+        for (q, v) in queries.iter().zip(&qvecs) {
+            let t = Instant::now();
+            let hits = match mode {
+                None => kb.search_dense(v, 10, true).await?,
+                Some(SearchMode::Dense) => kb.search_dense(v, 10, false).await?,
+                Some(SearchMode::Bm25) => kb.search_bm25(q, 10).await?,
+                Some(SearchMode::Hybrid) => kb.search_hybrid(v, q, 10).await?,
+            };
+            times.push(t.elapsed());
+            if mode == Some(SearchMode::Dense) {
+                let exact = kb.search_dense(v, 10, true).await?;
+                recall_total += exact.len();
+                recall_hits += exact.iter().filter(|e| hits.iter().any(|h| h.chunk_id == e.chunk_id)).count();
+            }
+        }
+        times.sort();
+        println!(
+            "search {label:<12} p50 {:>7.2} ms  p99 {:>7.2} ms  ({} queries, top 10)",
+            ms(percentile(&times, 0.50)),
+            ms(percentile(&times, 0.99)),
+            times.len()
+        );
+    }
+    println!("dense hnsw recall@10 vs exact: {:.3}", recall_hits as f64 / recall_total.max(1) as f64);
+    drop(kb);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // 3. Decode speed of the answer model.
+    if args.model != "none" {
+        let path = crate::resolve_model(&args.model)?;
+        let t = Instant::now();
+        let llm = Llm::load(&path).await?;
+        println!("model {}: loaded in {:.1} s", path.display(), t.elapsed().as_secs_f64());
+        let request = GenerationRequest {
+            system: "You are a helpful assistant.".into(),
+            user: "Explain in detail how a search engine ranks documents for a query.".into(),
+            schema: None,
+            max_tokens: args.decode_tokens,
+            temperature: None,
+        };
+        let g = llm.generate(&request, |_| {}).await?;
+        println!(
+            "decode: {} tokens at {:.2} tokens/s; prompt {} tokens at {:.1} tokens/s; first token after {:.2} s",
+            g.stats.completion_tokens,
+            g.stats.decode_tokens_per_sec,
+            g.stats.prompt_tokens,
+            g.stats.prompt_tokens_per_sec,
+            g.stats.time_to_first_token.as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+fn default_docs() -> Result<PathBuf> {
+    let candidates = [PathBuf::from("../shared/sample-docs"), PathBuf::from("shared/sample-docs")];
+    candidates
+        .into_iter()
+        .find(|p| p.is_dir())
+        .context("no sample documents found: pass --docs <folder>")
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("quire-bench-{}", std::process::id()));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    Ok(dir)
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// A tiny deterministic generator: the benchmark's table is the same on every run.
+struct Lcg(u64);
+
+impl Lcg {
+    fn uniform(&mut self) -> f32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 40) as f32 + 0.5) / (1u64 << 24) as f32
+    }
+    fn normal(&mut self) -> f32 {
+        // Box–Muller.
+        let (u1, u2) = (self.uniform(), self.uniform());
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f32::consts::PI * u2).cos()
+    }
+}

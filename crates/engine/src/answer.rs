@@ -1,0 +1,207 @@
+//! The answer format: the prompt that shows the model numbered sources, the JSON schema that
+//! holds its output to `{"answer": …, "citations": [{"chunk": n, "quote": …}]}` with `n` one of
+//! the retrieved sources, the extractor that streams the answer text out of the JSON as it is
+//! generated, and the parser that turns the finished JSON into cited passages.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use quire_index::SearchHit;
+
+pub const SYSTEM_PROMPT: &str = "You are Quire, an assistant that answers questions using only the \
+numbered sources the user gives you. Reply with JSON: \"answer\" is a short, direct answer taken \
+from the sources; \"citations\" lists the sources you used, each with its number in \"chunk\" and, \
+in \"quote\", a short passage copied word for word from that source that supports the answer. \
+If the sources do not contain the answer, say so in \"answer\" and cite the closest source.";
+
+/// Most citations an answer may carry (keeps generation bounded).
+pub const MAX_CITATIONS: usize = 3;
+
+/// Short label of a source for the prompt and for people: file name and page.
+pub fn source_label(hit: &SearchHit) -> String {
+    let name = std::path::Path::new(&hit.path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| hit.path.clone());
+    match hit.page {
+        Some(p) => format!("{name}, page {p}"),
+        None => name,
+    }
+}
+
+pub fn user_prompt(question: &str, sources: &[SearchHit]) -> String {
+    let mut out = String::from("Sources:\n\n");
+    for (i, hit) in sources.iter().enumerate() {
+        out.push_str(&format!("[{}] ({})\n{}\n\n", i + 1, source_label(hit), hit.text.trim()));
+    }
+    out.push_str(&format!("Question: {question}"));
+    out
+}
+
+/// The schema for an answer over `n_sources` numbered sources: citation numbers are restricted
+/// to 1..=n_sources, so the model cannot cite anything that was not retrieved.
+pub fn answer_schema(n_sources: usize) -> serde_json::Value {
+    let ids: Vec<usize> = (1..=n_sources).collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "answer": { "type": "string" },
+            "citations": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_CITATIONS,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "chunk": { "type": "integer", "enum": ids },
+                        "quote": { "type": "string" }
+                    },
+                    "required": ["chunk", "quote"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["answer", "citations"],
+        "additionalProperties": false
+    })
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct RawCitation {
+    pub chunk: usize,
+    pub quote: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct RawAnswer {
+    pub answer: String,
+    pub citations: Vec<RawCitation>,
+}
+
+/// Pulls the value of the top-level `"answer"` string out of JSON that arrives piece by piece,
+/// decoding escapes, so the answer can be shown while the model is still writing it.
+#[derive(Debug, Default)]
+pub struct AnswerTextStream {
+    state: StreamState,
+    /// Characters of the JSON seen so far outside the answer string (to find the key).
+    prefix: String,
+    escape: Option<String>,
+    /// A high surrogate waiting for its low half.
+    surrogate: Option<u16>,
+}
+
+#[derive(Debug, Default, PartialEq)]
+enum StreamState {
+    #[default]
+    SeekingKey,
+    InAnswer,
+    Done,
+}
+
+impl AnswerTextStream {
+    /// Feeds raw JSON text; returns the answer text it completes (possibly empty).
+    pub fn push(&mut self, raw: &str) -> String {
+        let mut out = String::new();
+        for c in raw.chars() {
+            match self.state {
+                StreamState::Done => break,
+                StreamState::SeekingKey => {
+                    self.prefix.push(c);
+                    if c == '"' && answer_value_opens(&self.prefix) {
+                        self.state = StreamState::InAnswer;
+                    }
+                }
+                StreamState::InAnswer => self.answer_char(c, &mut out),
+            }
+        }
+        out
+    }
+
+    fn answer_char(&mut self, c: char, out: &mut String) {
+        if let Some(esc) = &mut self.escape {
+            esc.push(c);
+            let decoded = match esc.as_str() {
+                "\"" => Some('"'),
+                "\\" => Some('\\'),
+                "/" => Some('/'),
+                "n" => Some('\n'),
+                "t" => Some('\t'),
+                "r" => Some('\r'),
+                "b" => Some('\u{8}'),
+                "f" => Some('\u{c}'),
+                s if s.starts_with('u') && s.len() == 5 => {
+                    let unit = u16::from_str_radix(&s[1..], 16).unwrap_or(0xfffd);
+                    self.escape = None;
+                    self.push_utf16(unit, out);
+                    return;
+                }
+                s if s.starts_with('u') => return, // more hex digits to come
+                _ => Some('\u{fffd}'),
+            };
+            self.escape = None;
+            if let Some(d) = decoded {
+                out.push(d);
+            }
+            return;
+        }
+        match c {
+            '\\' => self.escape = Some(String::new()),
+            '"' => self.state = StreamState::Done,
+            _ => out.push(c),
+        }
+    }
+
+    fn push_utf16(&mut self, unit: u16, out: &mut String) {
+        match (self.surrogate.take(), unit) {
+            (None, 0xd800..=0xdbff) => self.surrogate = Some(unit),
+            (Some(high), 0xdc00..=0xdfff) => {
+                out.extend(char::decode_utf16([high, unit]).map(|r| r.unwrap_or('\u{fffd}')))
+            }
+            (_, unit) => out.push(char::from_u32(unit as u32).unwrap_or('\u{fffd}')),
+        }
+    }
+}
+
+/// True when `prefix` ends with `"answer"`, optional spaces, `:`, optional spaces and `"` at the
+/// top level of the object.
+fn answer_value_opens(prefix: &str) -> bool {
+    let t = prefix.trim_end_matches('"').trim_end();
+    let Some(t) = t.strip_suffix(':') else { return false };
+    let t = t.trim_end();
+    t.ends_with("\"answer\"") && !t[..t.len() - 8].contains("\"answer\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_in_pieces(raw: &str, piece: usize) -> String {
+        let mut s = AnswerTextStream::default();
+        let chars: Vec<char> = raw.chars().collect();
+        chars.chunks(piece).map(|c| s.push(&c.iter().collect::<String>())).collect()
+    }
+
+    #[test]
+    fn answer_text_streams_with_escapes_split_anywhere() {
+        let raw = r#"{"answer": "ssearch36 \"does\" SW\n\u00e9\ud83d\ude00 done", "citations": [{"chunk": 1, "quote": "x"}]}"#;
+        let want = "ssearch36 \"does\" SW\né😀 done";
+        for piece in 1..8 {
+            assert_eq!(stream_in_pieces(raw, piece), want, "piece size {piece}");
+        }
+        let parsed: RawAnswer = serde_json::from_str(raw).unwrap();
+        assert_eq!(parsed.answer, want);
+    }
+
+    #[test]
+    fn only_the_answer_value_is_streamed() {
+        let raw = r#"{ "answer" :"yes","citations":[{"chunk":2,"quote":"answer"}]}"#;
+        assert_eq!(stream_in_pieces(raw, 3), "yes");
+    }
+
+    #[test]
+    fn schema_restricts_chunks_to_retrieved_numbers() {
+        let schema = answer_schema(3);
+        let ids = &schema["properties"]["citations"]["items"]["properties"]["chunk"]["enum"];
+        assert_eq!(ids, &json!([1, 2, 3]));
+    }
+}

@@ -1,0 +1,300 @@
+//! The RAG loop: ingestion (load → chunk → embed → store) and answering (embed the question →
+//! hybrid search → constrained generation → cited passages), reporting progress as `Event`s.
+//! The engine does not know who listens: the CLI draws progress bars from the events, the
+//! desktop app forwards them to its window.
+
+pub mod answer;
+mod ingestion;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tokio::sync::OnceCell;
+
+use quire_embed::Embedder;
+use quire_index::KnowledgeBase;
+use quire_llm::{GenerationRequest, GenerationStats, Llm};
+
+pub use answer::RawAnswer;
+pub use ingestion::{discover_files, FileOutcome, IngestReport};
+pub use quire_index::{DocumentRecord, SearchHit, SearchMode};
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Folder the knowledge base is stored in.
+    pub data_dir: PathBuf,
+    /// Folder of the BERT embedding model.
+    pub embedder_dir: PathBuf,
+    /// GGUF file of the answer model.
+    pub llm_path: PathBuf,
+    /// Passages retrieved and shown to the model for each question.
+    pub top_k: usize,
+    pub max_answer_tokens: usize,
+}
+
+impl EngineConfig {
+    /// The default models and the knowledge base under Quire's home folder.
+    pub fn from_home() -> Result<EngineConfig> {
+        Ok(EngineConfig {
+            data_dir: quire_models::quire_home()?.join("index"),
+            embedder_dir: quire_models::MINILM.location()?,
+            llm_path: quire_models::QWEN_1_5B.location()?,
+            top_k: 4,
+            max_answer_tokens: 384,
+        })
+    }
+}
+
+/// What the engine reports while it works.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    IngestStarted { files: usize },
+    FileStarted { path: String },
+    FileFinished { path: String, outcome: FileOutcome },
+    IngestFinished { indexed: usize, unchanged: usize, failed: usize, chunks: usize },
+    Retrieved { sources: Vec<Source> },
+    AnswerDelta { text: String },
+    AnswerFinished,
+}
+
+/// A retrieved passage as shown to the model and to people.
+#[derive(Debug, Clone, Serialize)]
+pub struct Source {
+    /// 1-based number the model cites it by.
+    pub number: usize,
+    pub chunk_id: String,
+    pub path: String,
+    pub page: Option<u32>,
+    pub start: u64,
+    pub end: u64,
+    pub text: String,
+    pub score: f32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Citation {
+    pub number: usize,
+    pub chunk_id: String,
+    pub path: String,
+    pub page: Option<u32>,
+    pub quote: String,
+    /// Byte range of the quote inside the cited passage, when it is there word for word.
+    pub quote_range: Option<(usize, usize)>,
+    pub passage: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    pub question: String,
+    pub text: String,
+    pub citations: Vec<Citation>,
+    pub sources: Vec<Source>,
+    pub raw: String,
+    pub stats: GenerationStats,
+}
+
+pub struct Engine {
+    config: EngineConfig,
+    embedder: Arc<Embedder>,
+    kb: KnowledgeBase,
+    llm: OnceCell<Llm>,
+}
+
+impl Engine {
+    /// Loads the embedder and opens the knowledge base; the answer model loads on first use.
+    pub async fn open(config: EngineConfig) -> Result<Engine> {
+        if !config.embedder_dir.join("model.safetensors").is_file() {
+            return Err(missing_model(&config.embedder_dir));
+        }
+        let dir = config.embedder_dir.clone();
+        let embedder = tokio::task::spawn_blocking(move || Embedder::load(&dir)).await??;
+        let kb = KnowledgeBase::open(&config.data_dir, embedder.dim()).await?;
+        Ok(Engine { config, embedder: Arc::new(embedder), kb, llm: OnceCell::new() })
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn embedder(&self) -> &Arc<Embedder> {
+        &self.embedder
+    }
+
+    pub fn knowledge_base(&self) -> &KnowledgeBase {
+        &self.kb
+    }
+
+    pub async fn documents(&self) -> Result<Vec<DocumentRecord>> {
+        self.kb.documents().await
+    }
+
+    /// Removes a document by its path; returns whether it was in the knowledge base.
+    pub async fn remove(&self, path: &Path) -> Result<bool> {
+        let doc_id = ingestion::document_id(&ingestion::canonical(path));
+        self.kb.remove_document(&doc_id).await
+    }
+
+    pub async fn ingest(&self, paths: &[PathBuf], on_event: &mut (dyn FnMut(Event) + Send)) -> Result<IngestReport> {
+        ingestion::ingest(self, paths, on_event).await
+    }
+
+    pub async fn search(&self, query: &str, mode: SearchMode, limit: usize) -> Result<Vec<SearchHit>> {
+        let embedder = self.embedder.clone();
+        let q = query.to_owned();
+        let vector = tokio::task::spawn_blocking(move || embedder.embed_query(&q)).await??;
+        match mode {
+            SearchMode::Dense => self.kb.search_dense(&vector, limit, false).await,
+            SearchMode::Bm25 => self.kb.search_bm25(query, limit).await,
+            SearchMode::Hybrid => self.kb.search_hybrid(&vector, query, limit).await,
+        }
+    }
+
+    pub async fn llm(&self) -> Result<&Llm> {
+        self.llm
+            .get_or_try_init(|| async {
+                if !self.config.llm_path.is_file() {
+                    return Err(missing_model(&self.config.llm_path));
+                }
+                Llm::load(&self.config.llm_path).await
+            })
+            .await
+    }
+
+    /// Answers a question from the knowledge base, streaming the answer text through `on_event`.
+    pub async fn ask(&self, question: &str, on_event: &mut (dyn FnMut(Event) + Send)) -> Result<Answer> {
+        let question = question.trim();
+        anyhow::ensure!(!question.is_empty(), "the question is empty");
+        let hits = self.search(question, SearchMode::Hybrid, self.config.top_k).await?;
+        anyhow::ensure!(
+            !hits.is_empty(),
+            "the knowledge base is empty: add documents first (`quire ingest <folder or files>`)"
+        );
+        let sources: Vec<Source> = hits
+            .iter()
+            .enumerate()
+            .map(|(i, h)| Source {
+                number: i + 1,
+                chunk_id: h.chunk_id.clone(),
+                path: h.path.clone(),
+                page: h.page,
+                start: h.start,
+                end: h.end,
+                text: h.text.clone(),
+                score: h.score,
+            })
+            .collect();
+        on_event(Event::Retrieved { sources: sources.clone() });
+
+        let llm = self.llm().await?;
+        let request = GenerationRequest {
+            system: answer::SYSTEM_PROMPT.into(),
+            user: answer::user_prompt(question, &hits),
+            schema: Some(answer::answer_schema(hits.len())),
+            max_tokens: self.config.max_answer_tokens,
+            temperature: None,
+        };
+        let mut text_stream = answer::AnswerTextStream::default();
+        let generation = llm
+            .generate(&request, |piece| {
+                let text = text_stream.push(piece);
+                if !text.is_empty() {
+                    on_event(Event::AnswerDelta { text });
+                }
+            })
+            .await?;
+        on_event(Event::AnswerFinished);
+
+        let raw: RawAnswer = serde_json::from_str(&generation.text).with_context(|| {
+            format!(
+                "the model's answer is not complete JSON (finish reason: {}); \
+                 raise the answer length limit or ask a narrower question",
+                generation.stats.finish_reason
+            )
+        })?;
+        let citations = raw
+            .citations
+            .iter()
+            .map(|c| {
+                // The schema allows only 1..=sources.len(); a number outside it is a bug upstream.
+                let source = sources
+                    .get(c.chunk.wrapping_sub(1))
+                    .with_context(|| format!("the answer cites source {} which was not retrieved", c.chunk))?;
+                let quote_range = find_quote(&source.text, &c.quote);
+                Ok(Citation {
+                    number: source.number,
+                    chunk_id: source.chunk_id.clone(),
+                    path: source.path.clone(),
+                    page: source.page,
+                    quote: c.quote.clone(),
+                    quote_range,
+                    passage: source.text.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Answer {
+            question: question.into(),
+            text: raw.answer,
+            citations,
+            sources,
+            raw: generation.text,
+            stats: generation.stats,
+        })
+    }
+}
+
+/// Where `quote` appears in `passage`, comparing with whitespace runs collapsed (PDF text has
+/// line breaks where the model writes spaces). Returns a byte range in `passage`.
+pub fn find_quote(passage: &str, quote: &str) -> Option<(usize, usize)> {
+    let words: Vec<&str> = quote.split_whitespace().collect();
+    if words.is_empty() {
+        return None;
+    }
+    let mut search_from = 0;
+    while let Some(rel) = passage[search_from..].find(words[0]) {
+        let start = search_from + rel;
+        let mut pos = start + words[0].len();
+        let mut ok = true;
+        for w in &words[1..] {
+            let rest = &passage[pos..];
+            let trimmed = rest.trim_start();
+            if trimmed.len() == rest.len() || !trimmed.starts_with(w) {
+                ok = false;
+                break;
+            }
+            pos += rest.len() - trimmed.len() + w.len();
+        }
+        if ok {
+            return Some((start, pos));
+        }
+        search_from = start + words[0].len();
+    }
+    None
+}
+
+fn missing_model(path: &Path) -> anyhow::Error {
+    let known = quire_models::KNOWN_MODELS
+        .iter()
+        .find(|m| m.location().map(|l| l == path).unwrap_or(false));
+    match known {
+        Some(m) => quire_models::missing_model_error(m),
+        None => anyhow::anyhow!("no model at {}: check the path, or run `quire models fetch` for the defaults", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_match_across_line_breaks() {
+        let passage = "The ssearch36 program\nperforms a rigorous  Smith-Waterman search.";
+        let (s, e) = find_quote(passage, "rigorous Smith-Waterman search").unwrap();
+        assert_eq!(&passage[s..e], "rigorous  Smith-Waterman search");
+        assert_eq!(find_quote(passage, "program performs"), Some((14, 30)));
+        assert_eq!(find_quote(passage, "not there"), None);
+        assert_eq!(find_quote(passage, "   "), None);
+    }
+}

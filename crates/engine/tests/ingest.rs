@@ -1,0 +1,79 @@
+//! Ingestion into a real LanceDB on disk with the real embedder: re-ingesting replaces instead
+//! of duplicating, changed files are re-indexed, bad files are reported by name and skipped.
+
+use quire_engine::{Engine, EngineConfig, FileOutcome, SearchMode};
+
+async fn engine(data: &std::path::Path) -> Engine {
+    let config = EngineConfig {
+        data_dir: data.to_path_buf(),
+        embedder_dir: quire_testkit::model(&quire_models::MINILM),
+        llm_path: quire_models::SMOLLM2.location().unwrap(),
+        top_k: 4,
+        max_answer_tokens: 256,
+    };
+    Engine::open(config).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reingest_keeps_row_counts_and_edits_replace_chunks() {
+    let docs = quire_testkit::copy_samples(&["markdown"]);
+    let data = tempfile::tempdir().unwrap();
+    let engine = engine(data.path()).await;
+    let paths = vec![docs.path().to_path_buf()];
+
+    let first = engine.ingest(&paths, &mut |_| {}).await.unwrap();
+    assert_eq!(first.count(|o| matches!(o, FileOutcome::Indexed { .. })), 3, "{first:?}");
+    let rows = engine.knowledge_base().chunk_count().await.unwrap();
+    assert_eq!(rows, first.chunks());
+    assert_eq!(engine.documents().await.unwrap().len(), 3);
+
+    // Same files again: nothing re-embedded, nothing duplicated.
+    let second = engine.ingest(&paths, &mut |_| {}).await.unwrap();
+    assert_eq!(second.count(|o| *o == FileOutcome::Unchanged), 3, "{second:?}");
+    assert_eq!(engine.knowledge_base().chunk_count().await.unwrap(), rows);
+
+    // An edited file replaces its own chunks only.
+    let tokio_md = docs.path().join("markdown/tokio-README.md");
+    let mut text = std::fs::read_to_string(&tokio_md).unwrap();
+    text.push_str("\n\nQuire marker paragraph: the zebrafish owl protocol.\n");
+    std::fs::write(&tokio_md, text).unwrap();
+    let third = engine.ingest(&paths, &mut |_| {}).await.unwrap();
+    assert_eq!(third.count(|o| matches!(o, FileOutcome::Indexed { .. })), 1, "{third:?}");
+    let docs_now = engine.documents().await.unwrap();
+    assert_eq!(docs_now.len(), 3);
+    assert_eq!(engine.knowledge_base().chunk_count().await.unwrap(), docs_now.iter().map(|d| d.chunks as usize).sum::<usize>());
+    let hits = engine.search("zebrafish owl protocol", SearchMode::Bm25, 3).await.unwrap();
+    assert!(hits[0].text.contains("zebrafish owl"), "{:?}", hits[0].text);
+
+    // Removing a document removes its chunks.
+    assert!(engine.remove(&tokio_md).await.unwrap());
+    assert_eq!(engine.documents().await.unwrap().len(), 2);
+    assert!(engine.search("zebrafish owl protocol", SearchMode::Bm25, 3).await.unwrap().iter().all(|h| !h.text.contains("zebrafish")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_files_are_reported_by_name_and_good_ones_indexed() {
+    let docs = quire_testkit::copy_samples(&["bad", "markdown/notify-README.md"]);
+    let data = tempfile::tempdir().unwrap();
+    let engine = engine(data.path()).await;
+    let report = engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}).await.unwrap();
+    let failed: Vec<String> = report
+        .failed()
+        .iter()
+        .map(|(p, _)| std::path::Path::new(p).file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let mut failed_sorted = failed.clone();
+    failed_sorted.sort();
+    assert_eq!(failed_sorted, ["binary.md", "empty.txt", "header-only.pdf", "truncated.pdf"], "{report:?}");
+    for (_, reason) in report.failed() {
+        assert!(!reason.is_empty());
+    }
+    let indexed: Vec<&str> = report
+        .files
+        .iter()
+        .filter(|(_, o)| matches!(o, FileOutcome::Indexed { .. }))
+        .map(|(p, _)| p.as_str())
+        .collect();
+    assert_eq!(indexed.len(), 2, "latin1.txt and the README: {indexed:?}");
+    assert!(indexed.iter().any(|p| p.ends_with("latin1.txt")));
+}

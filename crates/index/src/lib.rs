@@ -1,0 +1,482 @@
+//! The knowledge base on disk: a LanceDB database with a `documents` table and a `chunks` table
+//! (text, place in the source, and the embedding as FixedSizeList<Float32, dim>).
+//!
+//! Search is dense (cosine over the embeddings: exact below `HNSW_MIN_ROWS` chunks, an
+//! IVF_HNSW_SQ index above), BM25 over the chunk text (LanceDB's inverted index), or hybrid:
+//! both lists fused by reciprocal rank. The caller embeds; this crate never runs a model.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use arrow_array::{
+    Array, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray, UInt32Array,
+    UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use futures::TryStreamExt;
+use lancedb::index::scalar::{FtsIndexBuilder, FullTextSearchQuery};
+use lancedb::index::vector::IvfHnswSqIndexBuilder;
+use lancedb::index::Index;
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
+use lancedb::table::OptimizeAction;
+use lancedb::{DistanceType, Table};
+use serde::Serialize;
+
+/// Below this many chunks an exact scan is fast (a few ms) and an ANN index would not pay.
+pub const HNSW_MIN_ROWS: usize = 5_000;
+/// Reciprocal-rank-fusion constant (Cormack et al.); 60 is the usual choice.
+pub const RRF_K: f32 = 60.0;
+
+const DOCUMENTS: &str = "documents";
+const CHUNKS: &str = "chunks";
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DocumentRecord {
+    pub doc_id: String,
+    pub path: String,
+    pub kind: String,
+    pub content_hash: String,
+    pub bytes: u64,
+    pub pages: u32,
+    pub chunks: u32,
+    pub ingested_at_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChunkRecord {
+    pub doc_id: String,
+    pub seq: u32,
+    pub page: Option<u32>,
+    pub start: u64,
+    pub end: u64,
+    pub tokens: u32,
+    pub text: String,
+    pub vector: Vec<f32>,
+}
+
+impl ChunkRecord {
+    pub fn id(&self) -> String {
+        chunk_id(&self.doc_id, self.seq)
+    }
+}
+
+pub fn chunk_id(doc_id: &str, seq: u32) -> String {
+    format!("{doc_id}:{seq}")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    Dense,
+    Bm25,
+    Hybrid,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchHit {
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub path: String,
+    pub seq: u32,
+    pub page: Option<u32>,
+    pub start: u64,
+    pub end: u64,
+    pub text: String,
+    /// Higher is better; the scale depends on the mode (cosine, BM25, or fused rank score).
+    pub score: f32,
+}
+
+pub struct KnowledgeBase {
+    documents: Table,
+    chunks: Table,
+    dim: usize,
+}
+
+fn documents_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("doc_id", DataType::Utf8, false),
+        Field::new("path", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("content_hash", DataType::Utf8, false),
+        Field::new("bytes", DataType::UInt64, false),
+        Field::new("pages", DataType::UInt32, false),
+        Field::new("chunks", DataType::UInt32, false),
+        Field::new("ingested_at_ms", DataType::Int64, false),
+    ]))
+}
+
+fn chunks_schema(dim: usize) -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("chunk_id", DataType::Utf8, false),
+        Field::new("doc_id", DataType::Utf8, false),
+        Field::new("seq", DataType::UInt32, false),
+        Field::new("page", DataType::UInt32, true),
+        Field::new("start", DataType::UInt64, false),
+        Field::new("end", DataType::UInt64, false),
+        Field::new("tokens", DataType::UInt32, false),
+        Field::new("text", DataType::Utf8, false),
+        Field::new(
+            "vector",
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dim as i32),
+            false,
+        ),
+    ]))
+}
+
+/// Quotes a string for a LanceDB (SQL) filter.
+fn sql_str(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+impl KnowledgeBase {
+    /// Opens (or creates) the knowledge base in `dir` for embeddings of `dim` dimensions.
+    pub async fn open(dir: &Path, dim: usize) -> Result<KnowledgeBase> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the data folder {}", dir.display()))?;
+        let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
+        let db = lancedb::connect(uri).execute().await?;
+        let names = db.table_names().execute().await?;
+        let open_or_create = |name: &'static str, schema: SchemaRef| {
+            let db = db.clone();
+            let exists = names.iter().any(|n| n == name);
+            async move {
+                if exists {
+                    db.open_table(name).execute().await
+                } else {
+                    db.create_empty_table(name, schema).execute().await
+                }
+            }
+        };
+        let documents = open_or_create(DOCUMENTS, documents_schema()).await?;
+        let chunks = open_or_create(CHUNKS, chunks_schema(dim)).await?;
+        let stored_dim = match chunks.schema().await?.field_with_name("vector")?.data_type() {
+            DataType::FixedSizeList(_, n) => *n as usize,
+            other => anyhow::bail!("the chunks table has an unexpected vector type {other}"),
+        };
+        if stored_dim != dim {
+            anyhow::bail!(
+                "this knowledge base holds {stored_dim}-d embeddings but the embedding model makes {dim}-d ones; \
+                 use the model it was built with, or start a new collection (a different QUIRE_HOME)"
+            );
+        }
+        Ok(KnowledgeBase { documents, chunks, dim })
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    pub async fn document_by_path(&self, path: &str) -> Result<Option<DocumentRecord>> {
+        let filter = format!("path = {}", sql_str(path));
+        Ok(self.query_documents(Some(filter)).await?.into_iter().next())
+    }
+
+    pub async fn documents(&self) -> Result<Vec<DocumentRecord>> {
+        let mut docs = self.query_documents(None).await?;
+        docs.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(docs)
+    }
+
+    async fn query_documents(&self, filter: Option<String>) -> Result<Vec<DocumentRecord>> {
+        let mut q = self.documents.query();
+        if let Some(f) = filter {
+            q = q.only_if(f);
+        }
+        let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
+        let mut out = Vec::new();
+        for b in &batches {
+            let s = |name: &str| str_col(b, name);
+            let (ids, paths, kinds, hashes) = (s("doc_id")?, s("path")?, s("kind")?, s("content_hash")?);
+            let bytes = col::<UInt64Array>(b, "bytes")?;
+            let pages = col::<UInt32Array>(b, "pages")?;
+            let chunks = col::<UInt32Array>(b, "chunks")?;
+            let at = col::<Int64Array>(b, "ingested_at_ms")?;
+            for i in 0..b.num_rows() {
+                out.push(DocumentRecord {
+                    doc_id: ids.value(i).into(),
+                    path: paths.value(i).into(),
+                    kind: kinds.value(i).into(),
+                    content_hash: hashes.value(i).into(),
+                    bytes: bytes.value(i),
+                    pages: pages.value(i),
+                    chunks: chunks.value(i),
+                    ingested_at_ms: at.value(i),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stores a document and its chunks, replacing whatever was stored for the same document id.
+    pub async fn replace_document(&self, doc: &DocumentRecord, chunks: &[ChunkRecord]) -> Result<()> {
+        self.remove_document(&doc.doc_id).await?;
+        if !chunks.is_empty() {
+            self.chunks.add(self.chunk_batch(chunks)?).execute().await?;
+        }
+        self.documents.add(document_batch(doc)?).execute().await?;
+        Ok(())
+    }
+
+    /// Removes a document and its chunks; returns whether it was there.
+    pub async fn remove_document(&self, doc_id: &str) -> Result<bool> {
+        let filter = format!("doc_id = {}", sql_str(doc_id));
+        let existed = self.documents.count_rows(Some(filter.clone())).await? > 0;
+        self.chunks.delete(filter.as_str()).await?;
+        self.documents.delete(filter.as_str()).await?;
+        Ok(existed)
+    }
+
+    pub async fn chunk_count(&self) -> Result<usize> {
+        Ok(self.chunks.count_rows(None).await?)
+    }
+
+    /// Brings the search indexes up to date after writes: creates the BM25 index (and, once the
+    /// table is large enough, the HNSW index) or folds new rows into the existing ones.
+    pub async fn refresh_indexes(&self) -> Result<()> {
+        let rows = self.chunks.count_rows(None).await?;
+        if rows == 0 {
+            return Ok(());
+        }
+        let indices = self.chunks.list_indices().await?;
+        let has = |col: &str| indices.iter().any(|i| i.columns.iter().any(|c| c == col));
+        let (has_fts, has_vector) = (has("text"), has("vector"));
+        if has_fts || has_vector {
+            self.chunks.optimize(OptimizeAction::Index(Default::default())).await?;
+        }
+        if !has_fts {
+            self.chunks
+                .create_index(&["text"], Index::FTS(FtsIndexBuilder::default()))
+                .execute()
+                .await?;
+        }
+        if !has_vector && rows >= HNSW_MIN_ROWS {
+            let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine);
+            self.chunks.create_index(&["vector"], Index::IvfHnswSq(builder)).execute().await?;
+        }
+        Ok(())
+    }
+
+    /// Compacts files and drops old table versions so the data folder does not grow with every write.
+    pub async fn optimize(&self) -> Result<()> {
+        for table in [&self.documents, &self.chunks] {
+            table.optimize(OptimizeAction::All).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn has_vector_index(&self) -> Result<bool> {
+        Ok(self.chunks.list_indices().await?.iter().any(|i| i.columns.iter().any(|c| c == "vector")))
+    }
+
+    pub async fn search_dense(&self, query: &[f32], limit: usize, exact: bool) -> Result<Vec<SearchHit>> {
+        let mut q = self
+            .chunks
+            .vector_search(query.to_vec())?
+            .column("vector")
+            .distance_type(DistanceType::Cosine)
+            .limit(limit)
+            .select(Select::columns(&HIT_COLUMNS));
+        if exact {
+            q = q.bypass_vector_index();
+        } else {
+            // Search enough of the HNSW graph and partitions for recall ≥ 0.95 at 10.
+            q = q.nprobes(20)?.ef(64 + limit).refine_factor(4);
+        }
+        let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
+        // Cosine distance is 1 - cosine similarity.
+        self.hits(&batches, "_distance", |d| 1.0 - d).await
+    }
+
+    pub async fn search_bm25(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
+        let terms = query.trim();
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let fts = FullTextSearchQuery::new(terms.to_owned()).with_column("text".into())?;
+        let batches: Vec<RecordBatch> = match self
+            .chunks
+            .query()
+            .full_text_search(fts)
+            .limit(limit)
+            .select(Select::columns(&HIT_COLUMNS))
+            .execute()
+            .await
+        {
+            Ok(stream) => stream.try_collect().await?,
+            // An empty table has no inverted index yet: no keyword hits.
+            Err(_) if self.chunk_count().await? == 0 => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        self.hits(&batches, "_score", |s| s).await
+    }
+
+    /// Dense and BM25 results fused by reciprocal rank: score = Σ 1 / (RRF_K + rank).
+    pub async fn search_hybrid(&self, query_vector: &[f32], query: &str, limit: usize) -> Result<Vec<SearchHit>> {
+        let pool = (limit * 4).max(40);
+        let dense = self.search_dense(query_vector, pool, false).await?;
+        let bm25 = self.search_bm25(query, pool).await?;
+        Ok(fuse_rrf(&[dense, bm25], limit))
+    }
+
+    pub async fn chunks_of(&self, doc_id: &str) -> Result<Vec<SearchHit>> {
+        let batches: Vec<RecordBatch> = self
+            .chunks
+            .query()
+            .only_if(format!("doc_id = {}", sql_str(doc_id)))
+            .select(Select::columns(&HIT_COLUMNS))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        let mut hits = self.hits(&batches, "", |s| s).await?;
+        hits.sort_by_key(|h| h.seq);
+        Ok(hits)
+    }
+
+    fn chunk_batch(&self, chunks: &[ChunkRecord]) -> Result<RecordBatch> {
+        for c in chunks {
+            anyhow::ensure!(c.vector.len() == self.dim, "chunk {} has a {}-d vector, expected {}", c.id(), c.vector.len(), self.dim);
+        }
+        let values = Float32Array::from_iter_values(chunks.iter().flat_map(|c| c.vector.iter().copied()));
+        let vectors = FixedSizeListArray::try_new(
+            Arc::new(Field::new("item", DataType::Float32, true)),
+            self.dim as i32,
+            Arc::new(values),
+            None,
+        )?;
+        Ok(RecordBatch::try_new(
+            chunks_schema(self.dim),
+            vec![
+                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.id()))),
+                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.doc_id.as_str()))),
+                Arc::new(UInt32Array::from_iter_values(chunks.iter().map(|c| c.seq))),
+                Arc::new(UInt32Array::from(chunks.iter().map(|c| c.page).collect::<Vec<_>>())),
+                Arc::new(UInt64Array::from_iter_values(chunks.iter().map(|c| c.start))),
+                Arc::new(UInt64Array::from_iter_values(chunks.iter().map(|c| c.end))),
+                Arc::new(UInt32Array::from_iter_values(chunks.iter().map(|c| c.tokens))),
+                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.text.as_str()))),
+                Arc::new(vectors),
+            ],
+        )?)
+    }
+
+    /// Turns result batches into hits, with document paths looked up once per document.
+    async fn hits(&self, batches: &[RecordBatch], score_col: &str, score: impl Fn(f32) -> f32) -> Result<Vec<SearchHit>> {
+        let paths: HashMap<String, String> =
+            self.documents().await?.into_iter().map(|d| (d.doc_id, d.path)).collect();
+        let mut out = Vec::new();
+        for b in batches {
+            let ids = str_col(b, "chunk_id")?;
+            let docs = str_col(b, "doc_id")?;
+            let texts = str_col(b, "text")?;
+            let seqs = col::<UInt32Array>(b, "seq")?;
+            let pages = col::<UInt32Array>(b, "page")?;
+            let starts = col::<UInt64Array>(b, "start")?;
+            let ends = col::<UInt64Array>(b, "end")?;
+            let scores = b.column_by_name(score_col).and_then(|c| c.as_any().downcast_ref::<Float32Array>());
+            for i in 0..b.num_rows() {
+                let doc_id = docs.value(i).to_string();
+                out.push(SearchHit {
+                    chunk_id: ids.value(i).into(),
+                    path: paths.get(&doc_id).cloned().unwrap_or_default(),
+                    doc_id,
+                    seq: seqs.value(i),
+                    page: (!pages.is_null(i)).then(|| pages.value(i)),
+                    start: starts.value(i),
+                    end: ends.value(i),
+                    text: texts.value(i).into(),
+                    score: scores.map(|s| score(s.value(i))).unwrap_or(0.0),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The chunk columns a search returns (never the vector).
+const HIT_COLUMNS: [&str; 8] = ["chunk_id", "doc_id", "seq", "page", "start", "end", "text", "tokens"];
+
+/// Reciprocal rank fusion of ranked lists (best first), keeping the first copy of each hit.
+pub fn fuse_rrf(lists: &[Vec<SearchHit>], limit: usize) -> Vec<SearchHit> {
+    let mut fused: Vec<SearchHit> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for list in lists {
+        for (rank, hit) in list.iter().enumerate() {
+            let add = 1.0 / (RRF_K + rank as f32 + 1.0);
+            match index.get(&hit.chunk_id) {
+                Some(&i) => fused[i].score += add,
+                None => {
+                    index.insert(hit.chunk_id.clone(), fused.len());
+                    fused.push(SearchHit { score: add, ..hit.clone() });
+                }
+            }
+        }
+    }
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
+    fused.truncate(limit);
+    fused
+}
+
+fn document_batch(doc: &DocumentRecord) -> Result<RecordBatch> {
+    Ok(RecordBatch::try_new(
+        documents_schema(),
+        vec![
+            Arc::new(StringArray::from(vec![doc.doc_id.as_str()])),
+            Arc::new(StringArray::from(vec![doc.path.as_str()])),
+            Arc::new(StringArray::from(vec![doc.kind.as_str()])),
+            Arc::new(StringArray::from(vec![doc.content_hash.as_str()])),
+            Arc::new(UInt64Array::from(vec![doc.bytes])),
+            Arc::new(UInt32Array::from(vec![doc.pages])),
+            Arc::new(UInt32Array::from(vec![doc.chunks])),
+            Arc::new(Int64Array::from(vec![doc.ingested_at_ms])),
+        ],
+    )?)
+}
+
+fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T> {
+    b.column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .with_context(|| format!("column {name} missing or of an unexpected type"))
+}
+
+fn str_col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    col::<StringArray>(b, name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(id: &str) -> SearchHit {
+        SearchHit {
+            chunk_id: id.into(),
+            doc_id: "d".into(),
+            path: "p".into(),
+            seq: 0,
+            page: None,
+            start: 0,
+            end: 0,
+            text: String::new(),
+            score: 0.0,
+        }
+    }
+
+    #[test]
+    fn rrf_rewards_agreement_and_keeps_singletons() {
+        let dense = vec![hit("a"), hit("b"), hit("c")];
+        let bm25 = vec![hit("c"), hit("d")];
+        let fused = fuse_rrf(&[dense, bm25], 10);
+        let ids: Vec<_> = fused.iter().map(|h| h.chunk_id.as_str()).collect();
+        // c is third in one list and first in the other: 1/63 + 1/61 beats a's 1/61; b and d
+        // tie at 1/62 and keep the order they were first seen in.
+        assert_eq!(ids, ["c", "a", "b", "d"]);
+        assert!((fused[0].score - (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn sql_strings_are_escaped() {
+        assert_eq!(sql_str("it's"), "'it''s'");
+    }
+}

@@ -1,0 +1,235 @@
+//! Loaders: PDF (text per page through pdf-extract), Markdown and plain text (UTF-8, UTF-16 with
+//! a byte-order mark, or Latin-1/Windows-1252). Every failure is a `LoadError` that names the
+//! reason; nothing here panics on bad input (a panicking PDF parser is caught).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// Files above this size are refused before they are read (the ingestion must stay bounded).
+pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DocKind {
+    Pdf,
+    Markdown,
+    Text,
+}
+
+impl DocKind {
+    pub fn from_path(path: &Path) -> Option<DocKind> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "pdf" => Some(DocKind::Pdf),
+            "md" | "markdown" => Some(DocKind::Markdown),
+            "txt" | "text" => Some(DocKind::Text),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocKind::Pdf => "pdf",
+            DocKind::Markdown => "markdown",
+            DocKind::Text => "text",
+        }
+    }
+}
+
+pub fn is_supported(path: &Path) -> bool {
+    DocKind::from_path(path).is_some()
+}
+
+/// One page of a document. Documents without pages (Markdown, text) have a single page with
+/// `number: None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    pub number: Option<u32>,
+    pub text: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct LoadedDocument {
+    pub path: PathBuf,
+    pub kind: DocKind,
+    /// sha256 of the file's bytes: the same content is never processed twice.
+    pub content_hash: String,
+    pub byte_len: u64,
+    pub pages: Vec<Page>,
+    /// Pages whose text could not be extracted (left empty; the rest of the document is kept).
+    pub unreadable_pages: Vec<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("unsupported file type (Quire reads .pdf, .md, .markdown, .txt, .text)")]
+    Unsupported,
+    #[error("cannot read the file: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the file is empty")]
+    Empty,
+    #[error("the file is {0} bytes, over the {MAX_FILE_BYTES}-byte limit")]
+    TooLarge(u64),
+    #[error("this is a binary file, not text")]
+    Binary,
+    #[error("not a readable PDF: {0}")]
+    Pdf(String),
+    #[error("the PDF is encrypted with a password")]
+    Encrypted,
+    #[error("the PDF has no extractable text (scanned images need OCR, which Quire does not do yet)")]
+    NoText,
+}
+
+pub fn content_hash(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+pub fn load_file(path: &Path) -> Result<LoadedDocument, LoadError> {
+    let kind = DocKind::from_path(path).ok_or(LoadError::Unsupported)?;
+    let len = std::fs::metadata(path)?.len();
+    if len > MAX_FILE_BYTES {
+        return Err(LoadError::TooLarge(len));
+    }
+    let bytes = std::fs::read(path)?;
+    load_bytes(path, kind, &bytes)
+}
+
+pub fn load_bytes(path: &Path, kind: DocKind, bytes: &[u8]) -> Result<LoadedDocument, LoadError> {
+    if bytes.is_empty() {
+        return Err(LoadError::Empty);
+    }
+    let (pages, unreadable_pages) = match kind {
+        DocKind::Pdf => load_pdf(bytes)?,
+        DocKind::Markdown | DocKind::Text => (vec![Page { number: None, text: decode_text(bytes)? }], vec![]),
+    };
+    if pages.iter().all(|p| p.text.trim().is_empty()) {
+        return Err(match kind {
+            DocKind::Pdf => LoadError::NoText,
+            _ => LoadError::Empty,
+        });
+    }
+    Ok(LoadedDocument {
+        path: path.to_path_buf(),
+        kind,
+        content_hash: content_hash(bytes),
+        byte_len: bytes.len() as u64,
+        pages,
+        unreadable_pages,
+    })
+}
+
+/// Decodes text in UTF-8, UTF-16 (with a byte-order mark) or, failing those, Windows-1252 (a
+/// superset of Latin-1). Bytes that look like a program or an image are refused.
+pub fn decode_text(bytes: &[u8]) -> Result<String, LoadError> {
+    if let Some((encoding, bom_len)) = encoding_rs::Encoding::for_bom(bytes) {
+        let (text, _) = encoding.decode_without_bom_handling(&bytes[bom_len..]);
+        return Ok(text.into_owned());
+    }
+    if looks_binary(bytes) {
+        return Err(LoadError::Binary);
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(text.to_owned()),
+        Err(_) => Ok(encoding_rs::WINDOWS_1252.decode_without_bom_handling(bytes).0.into_owned()),
+    }
+}
+
+/// Text files have no NUL bytes and few control characters; executables and images have many.
+fn looks_binary(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(8192)];
+    if head.contains(&0) {
+        return true;
+    }
+    let control = head
+        .iter()
+        .filter(|&&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x0c))
+        .count();
+    control * 20 > head.len()
+}
+
+/// Extracts text page by page. pdf-extract panics on some malformed content streams; each page
+/// is extracted on its own and a page that fails is left empty and listed, so one bad page does
+/// not cost the whole document.
+fn load_pdf(bytes: &[u8]) -> Result<(Vec<Page>, Vec<u32>), LoadError> {
+    let doc = match std::panic::catch_unwind(|| pdf_extract::Document::load_mem(bytes)) {
+        Ok(Ok(doc)) => doc,
+        Ok(Err(err)) => return Err(LoadError::Pdf(err.to_string())),
+        Err(panic) => return Err(LoadError::Pdf(panic_message(panic))),
+    };
+    let mut doc = doc;
+    if doc.is_encrypted() && doc.decrypt("").is_err() {
+        return Err(LoadError::Encrypted);
+    }
+    let mut pages = Vec::new();
+    let mut failed = Vec::new();
+    for number in doc.get_pages().into_keys() {
+        let extracted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut text = String::new();
+            pdf_extract::output_doc_page(&doc, &mut pdf_extract::PlainTextOutput::new(&mut text), number)
+                .map(|_| text)
+        }));
+        let text = match extracted {
+            Ok(Ok(text)) => text,
+            _ => {
+                failed.push(number);
+                String::new()
+            }
+        };
+        pages.push(Page { number: Some(number), text });
+    }
+    if pages.is_empty() {
+        return Err(LoadError::Pdf("the PDF has no pages".into()));
+    }
+    Ok((pages, failed))
+}
+
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "the PDF parser failed".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latin1_is_decoded_not_rejected() {
+        let bytes = b"caf\xe9 cr\xe8me br\xfbl\xe9e";
+        assert_eq!(decode_text(bytes).unwrap(), "café crème brûlée");
+    }
+
+    #[test]
+    fn utf16_with_bom_is_decoded() {
+        let mut bytes = vec![0xff, 0xfe];
+        for unit in "héllo".encode_utf16() {
+            bytes.extend_from_slice(&unit.to_le_bytes());
+        }
+        assert_eq!(decode_text(&bytes).unwrap(), "héllo");
+    }
+
+    #[test]
+    fn binary_and_empty_are_refused() {
+        let elf = [0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0, 0];
+        assert!(matches!(load_bytes(Path::new("x.md"), DocKind::Markdown, &elf), Err(LoadError::Binary)));
+        assert!(matches!(load_bytes(Path::new("x.txt"), DocKind::Text, b""), Err(LoadError::Empty)));
+        assert!(matches!(load_bytes(Path::new("x.txt"), DocKind::Text, b" \n\n "), Err(LoadError::Empty)));
+    }
+
+    #[test]
+    fn garbage_pdf_is_an_error_not_a_panic() {
+        let err = load_bytes(Path::new("x.pdf"), DocKind::Pdf, b"%PDF-1.7\n").unwrap_err();
+        assert!(matches!(err, LoadError::Pdf(_) | LoadError::NoText), "{err}");
+    }
+
+    #[test]
+    fn kinds_come_from_extensions() {
+        assert_eq!(DocKind::from_path(Path::new("a/B.PDF")), Some(DocKind::Pdf));
+        assert_eq!(DocKind::from_path(Path::new("notes.markdown")), Some(DocKind::Markdown));
+        assert_eq!(DocKind::from_path(Path::new("photo.jpg")), None);
+    }
+}

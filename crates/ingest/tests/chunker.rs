@@ -1,0 +1,81 @@
+//! Chunk sizes and overlaps measured in the embedding model's tokens, and chunk offsets that
+//! point back at the exact text of their page, on the real sample documents.
+
+use quire_ingest::{load_file, Chunker, DocKind, LoadError, CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS};
+use tokenizers::Tokenizer;
+
+fn tokenizer() -> Tokenizer {
+    let dir = quire_testkit::model(&quire_models::MINILM);
+    let mut tok = Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+    // The file truncates at 128 tokens (sentence-transformers' setting); count everything.
+    tok.with_truncation(None).unwrap();
+    tok.with_padding(None);
+    tok
+}
+
+#[test]
+fn chunks_fit_500_tokens_overlap_at_most_50_and_map_back_to_their_page() {
+    let tok = tokenizer();
+    let chunker = Chunker::new(&tok).unwrap();
+    let docs = quire_testkit::sample_docs();
+    let mut overlaps = Vec::new();
+    let mut max_tokens = 0;
+    for name in ["fasta_guide.pdf", "4ti2_manual.pdf", "markdown/tokio-README.md", "markdown/keyring-README.md"] {
+        let doc = load_file(&docs.join(name)).unwrap();
+        let chunks = chunker.chunk(&doc);
+        assert!(!chunks.is_empty(), "{name} gave no chunks");
+        for (i, c) in chunks.iter().enumerate() {
+            assert_eq!(c.seq as usize, i);
+            // Offsets round-trip to the original text of the page the chunk cites.
+            let page = doc.pages.iter().find(|p| p.number == c.page).expect("page exists");
+            assert_eq!(&page.text[c.start..c.end], c.text, "{name} chunk {i}");
+            // Sizes are counted with the embedder's own tokenizer (no special tokens).
+            let n = tok.encode(c.text.as_str(), false).unwrap().len();
+            assert_eq!(n, c.tokens, "{name} chunk {i} token count");
+            assert!(n <= CHUNK_TOKENS, "{name} chunk {i} has {n} tokens");
+            max_tokens = max_tokens.max(n);
+        }
+        for pair in chunks.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if a.page != b.page {
+                continue;
+            }
+            assert!(b.start > a.start && b.end > a.end, "chunks go forward");
+            assert!(b.start < a.end, "{name}: chunks {} and {} on a page do not overlap", a.seq, b.seq);
+            let page = doc.pages.iter().find(|p| p.number == a.page).unwrap();
+            let shared = &page.text[b.start..a.end];
+            let n = tok.encode(shared, false).unwrap().len();
+            assert!((1..=CHUNK_OVERLAP_TOKENS).contains(&n), "{name}: overlap of {n} tokens: {shared:?}");
+            overlaps.push(n);
+        }
+        if doc.kind == DocKind::Pdf {
+            assert!(chunks.iter().all(|c| c.page.is_some()), "PDF chunks carry pages");
+        }
+    }
+    // Full pages fill chunks close to the limit, and neighbours on a page do share text.
+    assert!(max_tokens > CHUNK_TOKENS * 9 / 10, "largest chunk only {max_tokens} tokens");
+    // The overlap is as close to 50 tokens as whole words allow.
+    let mean = overlaps.iter().sum::<usize>() as f64 / overlaps.len() as f64;
+    assert!(overlaps.len() > 10 && mean >= 45.0, "{} overlaps, mean {mean:.1} tokens", overlaps.len());
+}
+
+#[test]
+fn pdf_pages_are_numbered_from_one_and_the_fact_is_on_its_page() {
+    let doc = load_file(&quire_testkit::sample_docs().join("fasta_guide.pdf")).unwrap();
+    assert_eq!(doc.pages.len(), 37);
+    assert_eq!(doc.pages[0].number, Some(1));
+    assert!(doc.pages[0].text.contains("ssearch36"), "page 1 names ssearch36");
+}
+
+#[test]
+fn bad_sample_files_fail_with_reasons_and_latin1_loads() {
+    let bad = quire_testkit::sample_docs().join("bad");
+    assert!(matches!(load_file(&bad.join("empty.txt")), Err(LoadError::Empty)));
+    assert!(matches!(load_file(&bad.join("binary.md")), Err(LoadError::Binary)));
+    for pdf in ["truncated.pdf", "header-only.pdf"] {
+        let err = load_file(&bad.join(pdf)).unwrap_err();
+        assert!(matches!(err, LoadError::Pdf(_) | LoadError::NoText), "{pdf}: {err}");
+    }
+    let latin1 = load_file(&bad.join("latin1.txt")).unwrap();
+    assert!(latin1.pages[0].text.chars().any(|c| !c.is_ascii()), "decoded Latin-1 text");
+}

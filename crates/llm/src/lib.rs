@@ -1,0 +1,140 @@
+//! Local text generation with mistral.rs on a GGUF file: no network, tokens streamed as they
+//! are produced, output optionally held to a JSON schema (llguidance inside mistral.rs), so a
+//! small model's answer always parses.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use mistralrs::{
+    Constraint, GgufModelBuilder, Model, RequestBuilder, Response, TextMessageRole,
+};
+use serde::Serialize;
+
+pub struct Llm {
+    model: Model,
+    path: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+pub struct GenerationRequest {
+    pub system: String,
+    pub user: String,
+    /// JSON schema the output must follow, if any.
+    pub schema: Option<serde_json::Value>,
+    pub max_tokens: usize,
+    /// `None` decodes greedily (deterministic); `Some(t)` samples at temperature `t`.
+    pub temperature: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GenerationStats {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    /// From sending the request to the first streamed text.
+    pub time_to_first_token: Duration,
+    pub total_time: Duration,
+    /// Decode speed reported by the engine (completion tokens per second of decoding).
+    pub decode_tokens_per_sec: f32,
+    pub prompt_tokens_per_sec: f32,
+    pub finish_reason: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Generation {
+    pub text: String,
+    pub stats: GenerationStats,
+}
+
+impl Llm {
+    /// Loads a GGUF model (weights, tokenizer and chat template all come from the file) on the CPU.
+    pub async fn load(gguf: &Path) -> Result<Llm> {
+        if !gguf.is_file() {
+            bail!("no model file at {}", gguf.display());
+        }
+        let dir = gguf.parent().context("model path has no folder")?;
+        let file = gguf.file_name().context("model path has no file name")?.to_string_lossy();
+        // mistral.rs looks for files under `model_id` when it is an existing folder and never
+        // asks a hub for them; the hub token source is set to none so nothing is read or sent.
+        let model = GgufModelBuilder::new(dir.to_string_lossy(), vec![file.to_string()])
+            .with_force_cpu()
+            .with_token_source(mistralrs::TokenSource::None)
+            .with_max_num_seqs(1)
+            .build()
+            .await
+            .with_context(|| format!("cannot load the model {}", gguf.display()))?;
+        Ok(Llm { model, path: gguf.to_path_buf() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Generates a reply, calling `on_text` with each piece of text as it arrives.
+    pub async fn generate(
+        &self,
+        request: &GenerationRequest,
+        mut on_text: impl FnMut(&str),
+    ) -> Result<Generation> {
+        let mut builder = RequestBuilder::new()
+            .add_message(TextMessageRole::System, &request.system)
+            .add_message(TextMessageRole::User, &request.user)
+            .set_sampler_max_len(request.max_tokens);
+        builder = match request.temperature {
+            None => builder.set_deterministic_sampler(),
+            Some(t) => builder.set_sampler_temperature(t),
+        };
+        if let Some(schema) = &request.schema {
+            builder = builder.set_constraint(Constraint::JsonSchema(schema.clone()));
+        }
+        let started = Instant::now();
+        let mut first: Option<Duration> = None;
+        let mut text = String::new();
+        let mut stream = self.model.stream_chat_request(builder).await?;
+        let mut stats = None;
+        while let Some(response) = stream.next().await {
+            match response {
+                Response::Chunk(chunk) => {
+                    if let Some(choice) = chunk.choices.first() {
+                        if let Some(piece) = &choice.delta.content {
+                            if !piece.is_empty() {
+                                first.get_or_insert_with(|| started.elapsed());
+                                text.push_str(piece);
+                                on_text(piece);
+                            }
+                        }
+                        if let Some(reason) = &choice.finish_reason {
+                            let usage = chunk.usage.clone();
+                            stats = Some((reason.clone(), usage));
+                        }
+                    }
+                    if stats.is_some() {
+                        break;
+                    }
+                }
+                Response::Done(done) => {
+                    let reason = done.choices.first().map(|c| c.finish_reason.clone()).unwrap_or_default();
+                    stats = Some((reason, Some(done.usage)));
+                    break;
+                }
+                Response::ModelError(msg, _) | Response::CompletionModelError(msg, _) => {
+                    bail!("the model failed: {msg}")
+                }
+                Response::InternalError(e) | Response::ValidationError(e) => bail!("the model failed: {e}"),
+                _ => {}
+            }
+        }
+        let total_time = started.elapsed();
+        let (finish_reason, usage) = stats.unwrap_or_else(|| ("stopped".into(), None));
+        let stats = GenerationStats {
+            prompt_tokens: usage.as_ref().map(|u| u.prompt_tokens).unwrap_or(0),
+            completion_tokens: usage.as_ref().map(|u| u.completion_tokens).unwrap_or(0),
+            time_to_first_token: first.unwrap_or(total_time),
+            total_time,
+            decode_tokens_per_sec: usage.as_ref().map(|u| u.avg_compl_tok_per_sec).unwrap_or(0.0),
+            prompt_tokens_per_sec: usage.as_ref().map(|u| u.avg_prompt_tok_per_sec).unwrap_or(0.0),
+            finish_reason,
+        };
+        Ok(Generation { text, stats })
+    }
+}
