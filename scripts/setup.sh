@@ -19,7 +19,9 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # 2. The build (one profile, release, for runs and tests alike).
-cargo build --release -p quire-cli
+# Always the whole workspace: building one package alone unifies features differently and
+# would rebuild shared dependencies into a second copy.
+cargo build --release --workspace
 
 # 3. The default models.
 "$CARGO_TARGET_DIR/release/quire" models fetch

@@ -191,6 +191,8 @@ async fn ingest(paths: Vec<PathBuf>) -> Result<ExitCode> {
             .progress_chars("=> "),
     );
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    // A hidden bar (output not a terminal) swallows `println`; the per-file lines must still show.
+    let say = |bar: &ProgressBar, line: String| if bar.is_hidden() { println!("{line}") } else { bar.println(line) };
     let report = engine
         .ingest(&paths, &mut |event| match event {
             Event::IngestStarted { files } => bar.set_length(files as u64),
@@ -203,10 +205,10 @@ async fn ingest(paths: Vec<PathBuf>) -> Result<ExitCode> {
                             0 => String::new(),
                             _ => format!("; unreadable pages skipped: {unreadable_pages:?}"),
                         };
-                        bar.println(format!("indexed   {path} ({pages} pages, {chunks} chunks{unreadable})"))
+                        say(&bar, format!("indexed   {path} ({pages} pages, {chunks} chunks{unreadable})"))
                     }
-                    FileOutcome::Unchanged => bar.println(format!("unchanged {path}")),
-                    FileOutcome::Failed { reason } => bar.println(format!("FAILED    {path}: {reason}")),
+                    FileOutcome::Unchanged => say(&bar, format!("unchanged {path}")),
+                    FileOutcome::Failed { reason } => say(&bar, format!("FAILED    {path}: {reason}")),
                 }
             }
             _ => {}

@@ -56,10 +56,14 @@ impl Llm {
         let file = gguf.file_name().context("model path has no file name")?.to_string_lossy();
         // mistral.rs looks for files under `model_id` when it is an existing folder and never
         // asks a hub for them; the hub token source is set to none so nothing is read or sent.
-        let model = GgufModelBuilder::new(dir.to_string_lossy(), vec![file.to_string()])
+        let mut builder = GgufModelBuilder::new(dir.to_string_lossy(), vec![file.to_string()])
             .with_force_cpu()
             .with_token_source(mistralrs::TokenSource::None)
-            .with_max_num_seqs(1)
+            .with_max_num_seqs(1);
+        if std::env::var_os("QUIRE_LLM_LOG").is_some() {
+            builder = builder.with_logging();
+        }
+        let model = builder
             .build()
             .await
             .with_context(|| format!("cannot load the model {}", gguf.display()))?;
