@@ -261,7 +261,7 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
         println!("    {}", one_line(&shown, 400));
     }
     eprintln!(
-        "({} prompt + {} answer tokens; first token after {:.1} s; {:.1} tokens/s)",
+        "\n({} prompt + {} answer tokens; first token after {:.1} s; {:.1} tokens/s)",
         answer.stats.prompt_tokens,
         answer.stats.completion_tokens,
         answer.stats.time_to_first_token.as_secs_f32(),

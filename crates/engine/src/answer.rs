@@ -16,6 +16,8 @@ If the sources do not contain the answer, say so in \"answer\" and cite the clos
 
 /// Most citations an answer may carry (keeps generation bounded).
 pub const MAX_CITATIONS: usize = 3;
+pub const MAX_ANSWER_CHARS: usize = 800;
+pub const MAX_QUOTE_CHARS: usize = 300;
 
 /// Short label of a source for the prompt and for people: file name and page.
 pub fn source_label(hit: &SearchHit) -> String {
@@ -43,9 +45,12 @@ pub fn user_prompt(question: &str, sources: &[SearchHit]) -> String {
 pub fn answer_schema(n_sources: usize) -> serde_json::Value {
     let ids: Vec<usize> = (1..=n_sources).collect();
     json!({
+        // llguidance options: fixed separators and no free whitespace between tokens, so a small
+        // model cannot wander off into blank lines; string lengths bound the output.
+        "x-guidance": { "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " },
         "type": "object",
         "properties": {
-            "answer": { "type": "string" },
+            "answer": { "type": "string", "maxLength": MAX_ANSWER_CHARS },
             "citations": {
                 "type": "array",
                 "minItems": 1,
@@ -54,7 +59,7 @@ pub fn answer_schema(n_sources: usize) -> serde_json::Value {
                     "type": "object",
                     "properties": {
                         "chunk": { "type": "integer", "enum": ids },
-                        "quote": { "type": "string" }
+                        "quote": { "type": "string", "maxLength": MAX_QUOTE_CHARS }
                     },
                     "required": ["chunk", "quote"],
                     "additionalProperties": false

@@ -58,8 +58,11 @@ impl IngestReport {
     }
 }
 
+/// The absolute, link-free path a document is known by (absolute only, for a file that is gone).
 pub(crate) fn canonical(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+    std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// A document's id: derived from its absolute path, so re-ingesting the same file replaces it.

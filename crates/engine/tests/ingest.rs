@@ -1,7 +1,7 @@
 //! Ingestion into a real LanceDB on disk with the real embedder: re-ingesting replaces instead
 //! of duplicating, changed files are re-indexed, bad files are reported by name and skipped.
 
-use quire_engine::{Engine, EngineConfig, FileOutcome, SearchMode};
+use quire_engine::{Engine, EngineConfig, Event, FileOutcome, SearchMode};
 
 async fn engine(data: &std::path::Path) -> Engine {
     let config = EngineConfig {
@@ -76,4 +76,42 @@ async fn bad_files_are_reported_by_name_and_good_ones_indexed() {
         .collect();
     assert_eq!(indexed.len(), 2, "latin1.txt and the README: {indexed:?}");
     assert!(indexed.iter().any(|p| p.ends_with("latin1.txt")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
+    let docs = quire_testkit::copy_samples(&["markdown"]);
+    let data = tempfile::tempdir().unwrap();
+    let config = EngineConfig {
+        data_dir: data.path().to_path_buf(),
+        embedder_dir: quire_testkit::model(&quire_models::MINILM),
+        llm_path: quire_testkit::model(&quire_models::SMOLLM2),
+        top_k: 3,
+        max_answer_tokens: 200,
+    };
+    let engine = Engine::open(config).await.unwrap();
+    engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}).await.unwrap();
+
+    let mut events = Vec::new();
+    let answer = engine
+        .ask("Which crate watches the file system for changes?", &mut |e| events.push(e))
+        .await
+        .unwrap();
+    assert!(matches!(events.first(), Some(Event::Retrieved { sources }) if sources.len() == 3));
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AnswerDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(deltas.len() > 1, "the answer arrives in several pieces: {deltas:?}");
+    assert_eq!(deltas.concat(), answer.text, "the streamed text is the answer");
+    assert!(matches!(events.last(), Some(Event::AnswerFinished)));
+    assert!(!answer.citations.is_empty());
+    let retrieved: Vec<&str> = answer.sources.iter().map(|s| s.chunk_id.as_str()).collect();
+    for c in &answer.citations {
+        assert!(retrieved.contains(&c.chunk_id.as_str()), "{} not retrieved", c.chunk_id);
+        assert!(answer.sources.iter().any(|s| s.chunk_id == c.chunk_id && s.text == c.passage));
+    }
 }

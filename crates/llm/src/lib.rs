@@ -80,14 +80,16 @@ impl Llm {
         request: &GenerationRequest,
         mut on_text: impl FnMut(&str),
     ) -> Result<Generation> {
-        let mut builder = RequestBuilder::new()
+        let builder = RequestBuilder::new()
             .add_message(TextMessageRole::System, &request.system)
-            .add_message(TextMessageRole::User, &request.user)
-            .set_sampler_max_len(request.max_tokens);
-        builder = match request.temperature {
+            .add_message(TextMessageRole::User, &request.user);
+        // The sampler first: `set_deterministic_sampler` replaces all sampling parameters,
+        // the length limit included.
+        let mut builder = match request.temperature {
             None => builder.set_deterministic_sampler(),
             Some(t) => builder.set_sampler_temperature(t),
-        };
+        }
+        .set_sampler_max_len(request.max_tokens);
         if let Some(schema) = &request.schema {
             builder = builder.set_constraint(Constraint::JsonSchema(schema.clone()));
         }
