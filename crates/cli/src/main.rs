@@ -36,9 +36,9 @@ enum Command {
         #[arg(long)]
         model: Option<String>,
         /// Passages retrieved for the model.
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = 5)]
         top_k: usize,
-        #[arg(long, default_value_t = 384)]
+        #[arg(long, default_value_t = 512)]
         max_tokens: usize,
         /// Print the whole answer as JSON (sources, citations, timings) instead of text.
         #[arg(long)]

@@ -16,8 +16,8 @@ If the sources do not contain the answer, say so in \"answer\" and cite the clos
 
 /// Most citations an answer may carry (keeps generation bounded).
 pub const MAX_CITATIONS: usize = 3;
-pub const MAX_ANSWER_CHARS: usize = 800;
-pub const MAX_QUOTE_CHARS: usize = 300;
+pub const MAX_ANSWER_CHARS: usize = 400;
+pub const MAX_QUOTE_CHARS: usize = 200;
 
 /// Short label of a source for the prompt and for people: file name and page.
 pub fn source_label(hit: &SearchHit) -> String {

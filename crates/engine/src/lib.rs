@@ -41,8 +41,8 @@ impl EngineConfig {
             data_dir: quire_models::quire_home()?.join("index"),
             embedder_dir: quire_models::MINILM.location()?,
             llm_path: quire_models::QWEN_1_5B.location()?,
-            top_k: 4,
-            max_answer_tokens: 384,
+            top_k: 5,
+            max_answer_tokens: 512,
         })
     }
 }
