@@ -281,8 +281,10 @@ impl KnowledgeBase {
         if exact {
             q = q.bypass_vector_index();
         } else {
-            // Search enough of the HNSW graph and partitions for recall ≥ 0.95 at 10.
-            q = q.nprobes(20)?.ef(64 + limit).refine_factor(4);
+            // Search enough of the HNSW graph and partitions for recall ≥ 0.95 at 10. The graph
+            // search must return at least limit × refine factor candidates (ef ≥ that k).
+            const REFINE: u32 = 4;
+            q = q.nprobes(20)?.ef(64 + limit * REFINE as usize).refine_factor(REFINE);
         }
         let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
         // Cosine distance is 1 - cosine similarity.
