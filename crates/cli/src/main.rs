@@ -35,11 +35,12 @@ enum Command {
         /// Answer model: a known model name (see `quire models`) or a GGUF file.
         #[arg(long)]
         model: Option<String>,
-        /// Passages retrieved for the model.
-        #[arg(long, default_value_t = 5)]
-        top_k: usize,
-        #[arg(long, default_value_t = 512)]
-        max_tokens: usize,
+        /// Passages retrieved for the model (default: the engine's).
+        #[arg(long)]
+        top_k: Option<usize>,
+        /// Most tokens the answer may take (default: the engine's).
+        #[arg(long)]
+        max_tokens: Option<usize>,
         /// Print the whole answer as JSON (sources, citations, timings) instead of text.
         #[arg(long)]
         json: bool,
@@ -132,8 +133,8 @@ async fn run(command: Command) -> Result<ExitCode> {
         Command::Ingest { paths } => ingest(paths).await,
         Command::Ask { question, model, top_k, max_tokens, json } => {
             let mut config = EngineConfig::from_home()?;
-            config.top_k = top_k;
-            config.max_answer_tokens = max_tokens;
+            config.top_k = top_k.unwrap_or(config.top_k);
+            config.max_answer_tokens = max_tokens.unwrap_or(config.max_answer_tokens);
             if let Some(m) = model {
                 config.llm_path = resolve_model(&m)?;
             }
