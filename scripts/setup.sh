@@ -6,23 +6,36 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quire/target}"
 
-# 1. System packages: a C toolchain for the -sys crates, protoc for LanceDB, Python's pip for models.
+# 1. System packages: a C toolchain for the -sys crates, protoc for LanceDB, Python's pip for
+#    models; WebKitGTK and friends for the desktop app; Xvfb and WebKitWebDriver for its tests.
 need=()
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v cc >/dev/null || need+=(build-essential)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+command -v node >/dev/null || need+=(nodejs npm)
+for pkg in libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev \
+           libssl-dev webkit2gtk-driver xvfb xauth file; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
 fi
 
-# 2. The build (one profile, release, for runs and tests alike).
+# 2. The web UI (built first: the app embeds ui/dist at compile time), and tauri-driver, the
+#    WebDriver bridge the app's end-to-end tests use (built in its own folder, not ours).
+(cd ui && npm ci --no-audit --no-fund && npm run build)
+if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver" ]; then
+  cargo install tauri-driver --locked --target-dir "$HOME/.cache/quire/tools-target"
+fi
+
+# 3. The build (one profile, release, for runs and tests alike).
 # Always the whole workspace: building one package alone unifies features differently and
 # would rebuild shared dependencies into a second copy.
 cargo build --release --workspace
 
-# 3. The default models.
+# 4. The default models.
 "$CARGO_TARGET_DIR/release/quire" models fetch
 "$CARGO_TARGET_DIR/release/quire" models

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Runs the test suite (unit tests, and end-to-end tests over the real models and sample documents).
+# Runs the test suite: the UI's unit tests (Vitest, with a type check), then the Rust tests —
+# unit tests and end-to-end tests over the real models and sample documents, the desktop app's
+# in its real WebView under Xvfb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quire/target}"
+(cd ui && npm test && npm run build)
 cargo test --release --workspace

@@ -163,7 +163,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             max_tokens: args.decode_tokens,
             temperature: None,
         };
-        let g = llm.generate(&request, |_| {}).await?;
+        let g = llm.generate(&request, |_| {}, || false).await?;
         // Wall clock from the first streamed token to the last, besides the engine's own figure.
         let decode_secs = (g.stats.total_time - g.stats.time_to_first_token).as_secs_f64();
         println!(

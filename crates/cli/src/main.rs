@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use quire_engine::{Engine, EngineConfig, Event, FileOutcome, SearchMode};
+use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, SearchMode};
 
 #[derive(Parser)]
 #[command(name = "quire", version, about = "A private, offline knowledge base: ingest documents, ask questions, get cited answers.")]
@@ -97,7 +97,7 @@ impl From<Mode> for SearchMode {
 }
 
 fn main() -> ExitCode {
-    quiet_parser_panics();
+    quire_ingest::quiet_parser_panics();
     let cli = Cli::parse();
     if let Some(home) = &cli.home {
         // Every path below derives from QUIRE_HOME; set it once for the whole process.
@@ -111,18 +111,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The PDF parser panics on some malformed files; those panics are caught and reported per file
-/// (or per page), so the default hook's backtrace message would only alarm. Others print as usual.
-fn quiet_parser_panics() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let in_parser = info.location().is_some_and(|l| l.file().contains("pdf-extract") || l.file().contains("lopdf"));
-        if !in_parser {
-            default(info);
-        }
-    }));
 }
 
 /// Exit status of an ingestion in which some files failed (the rest were stored).
@@ -196,7 +184,7 @@ async fn ingest(paths: Vec<PathBuf>) -> Result<ExitCode> {
     let say = |bar: &ProgressBar, line: String| if bar.is_hidden() { println!("{line}") } else { bar.println(line) };
     let report = engine
         .ingest(&paths, &mut |event| match event {
-            Event::IngestStarted { files } => bar.set_length(files as u64),
+            Event::IngestStarted { files } => bar.set_length(files.len() as u64),
             Event::FileStarted { path } => bar.set_message(short(&path)),
             Event::FileFinished { path, outcome } => {
                 bar.inc(1);
@@ -213,7 +201,7 @@ async fn ingest(paths: Vec<PathBuf>) -> Result<ExitCode> {
                 }
             }
             _ => {}
-        })
+        }, &Cancel::new())
         .await?;
     bar.finish_and_clear();
     let failed = report.failed();
@@ -244,7 +232,7 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
                 print!("{text}");
                 let _ = std::io::stdout().flush();
             }
-        })
+        }, &Cancel::new())
         .await?;
     if json {
         serde_json::to_writer_pretty(&mut stdout, &answer)?;

@@ -8,13 +8,34 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Result;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use ts_rs::TS;
 
 use quire_index::{ChunkRecord, DocumentRecord};
 use quire_ingest::{Chunker, LoadedDocument};
 
-use crate::{Engine, Event};
+use crate::{Cancel, Engine, Event};
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// Chunks embedded per step: small enough for steady progress and a prompt cancel, large
+/// enough that batching in the embedder still pays.
+const EMBED_STEP: usize = 32;
+
+#[derive(Debug, Clone, Serialize, PartialEq, TS)]
+pub struct QueuedFile {
+    pub path: String,
+    #[ts(type = "number")]
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum FileStage {
+    Reading,
+    Chunking,
+    Embedding,
+    Storing,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, TS)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum FileOutcome {
     Indexed {
@@ -114,10 +135,19 @@ pub(crate) async fn ingest(
     engine: &Engine,
     paths: &[PathBuf],
     on_event: &mut (dyn FnMut(Event) + Send),
+    cancel: &Cancel,
 ) -> Result<IngestReport> {
     let (files, missing) = discover_files(paths);
     let mut report = IngestReport::default();
-    on_event(Event::IngestStarted { files: files.len() + missing.len() });
+    let queued = missing
+        .iter()
+        .map(|(p, _)| QueuedFile { path: p.display().to_string(), bytes: 0 })
+        .chain(files.iter().map(|p| QueuedFile {
+            path: p.display().to_string(),
+            bytes: std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+        }))
+        .collect();
+    on_event(Event::IngestStarted { files: queued });
     for (path, reason) in missing {
         let path = path.display().to_string();
         let outcome = FileOutcome::Failed { reason };
@@ -128,10 +158,14 @@ pub(crate) async fn ingest(
     let chunker = std::sync::Arc::new(chunker);
     let mut changed = false;
     for path in files {
+        if cancel.is_cancelled() {
+            break;
+        }
         let shown = path.display().to_string();
         on_event(Event::FileStarted { path: shown.clone() });
-        let outcome = match ingest_file(engine, &chunker, &path).await {
-            Ok(o) => o,
+        let outcome = match ingest_file(engine, &chunker, &path, &shown, on_event, cancel).await {
+            Ok(Some(o)) => o,
+            Ok(None) => break, // cancelled half-way: nothing of this file was stored
             Err(e) => FileOutcome::Failed { reason: format!("{e:#}") },
         };
         changed |= matches!(outcome, FileOutcome::Indexed { .. });
@@ -146,11 +180,24 @@ pub(crate) async fn ingest(
         unchanged: report.count(|o| matches!(o, FileOutcome::Unchanged)),
         failed: report.count(|o| matches!(o, FileOutcome::Failed { .. })),
         chunks: report.chunks(),
+        cancelled: cancel.is_cancelled(),
     });
     Ok(report)
 }
 
-async fn ingest_file(engine: &Engine, chunker: &std::sync::Arc<Chunker>, path: &Path) -> Result<FileOutcome> {
+/// Indexes one file; `None` when cancelled before its chunks were stored.
+async fn ingest_file(
+    engine: &Engine,
+    chunker: &std::sync::Arc<Chunker>,
+    path: &Path,
+    shown: &str,
+    on_event: &mut (dyn FnMut(Event) + Send),
+    cancel: &Cancel,
+) -> Result<Option<FileOutcome>> {
+    let mut progress = |stage: FileStage, done: usize, total: usize| {
+        on_event(Event::FileProgress { path: shown.to_string(), stage, done: done as u32, total: total as u32 })
+    };
+    progress(FileStage::Reading, 0, 0);
     let path = canonical(path);
     let path_str = path.to_string_lossy().into_owned();
     let doc_id = document_id(&path);
@@ -159,26 +206,40 @@ async fn ingest_file(engine: &Engine, chunker: &std::sync::Arc<Chunker>, path: &
     let load_path = path.clone();
     let doc: LoadedDocument = match tokio::task::spawn_blocking(move || quire_ingest::load_file(&load_path)).await? {
         Ok(doc) => doc,
-        Err(e) => return Ok(FileOutcome::Failed { reason: e.to_string() }),
+        Err(e) => return Ok(Some(FileOutcome::Failed { reason: e.to_string() })),
     };
     if let Some(stored) = kb.document_by_path(&path_str).await? {
         if stored.content_hash == doc.content_hash {
-            return Ok(FileOutcome::Unchanged);
+            return Ok(Some(FileOutcome::Unchanged));
         }
     }
 
-    let embedder = engine.embedder().clone();
+    progress(FileStage::Chunking, 0, 0);
     let chunker = chunker.clone();
-    let (doc, chunks, vectors) = tokio::task::spawn_blocking(move || -> Result<_> {
+    let (doc, chunks) = tokio::task::spawn_blocking(move || {
         let chunks = chunker.chunk(&doc);
-        let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
-        let vectors = embedder.embed_passages(&texts)?;
-        Ok((doc, chunks, vectors))
+        (doc, chunks)
     })
-    .await??;
+    .await?;
     if chunks.is_empty() {
-        return Ok(FileOutcome::Failed { reason: "no text to index".into() });
+        return Ok(Some(FileOutcome::Failed { reason: "no text to index".into() }));
     }
+    let texts: std::sync::Arc<Vec<String>> = std::sync::Arc::new(chunks.iter().map(|c| c.text.clone()).collect());
+    let mut vectors = Vec::with_capacity(chunks.len());
+    while vectors.len() < chunks.len() {
+        progress(FileStage::Embedding, vectors.len(), chunks.len());
+        if cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let (embedder, texts, from) = (engine.embedder().clone(), texts.clone(), vectors.len());
+        let step = tokio::task::spawn_blocking(move || {
+            let batch: Vec<&str> = texts[from..(from + EMBED_STEP).min(texts.len())].iter().map(|t| t.as_str()).collect();
+            embedder.embed_passages(&batch)
+        })
+        .await??;
+        vectors.extend(step);
+    }
+    progress(FileStage::Storing, chunks.len(), chunks.len());
     let records: Vec<ChunkRecord> = chunks
         .iter()
         .zip(vectors)
@@ -204,5 +265,5 @@ async fn ingest_file(engine: &Engine, chunker: &std::sync::Arc<Chunker>, path: &
         ingested_at_ms: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
     };
     kb.replace_document(&record, &records).await?;
-    Ok(FileOutcome::Indexed { pages: record.pages, chunks: record.chunks, unreadable_pages: doc.unreadable_pages })
+    Ok(Some(FileOutcome::Indexed { pages: record.pages, chunks: record.chunks, unreadable_pages: doc.unreadable_pages }))
 }

@@ -4,21 +4,27 @@
 //! desktop app forwards them to its window.
 
 pub mod answer;
+pub mod history;
 mod ingestion;
+pub mod memory;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tokio::sync::OnceCell;
+use ts_rs::TS;
 
 use quire_embed::Embedder;
 use quire_index::KnowledgeBase;
 use quire_llm::{GenerationRequest, GenerationStats, Llm};
 
 pub use answer::RawAnswer;
-pub use ingestion::{discover_files, FileOutcome, IngestReport};
+pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, QueuedFile};
+pub use memory::MemoryBudget;
+pub use quire_llm::ModelFootprint;
 pub use quire_index::{DocumentRecord, SearchHit, SearchMode};
 
 #[derive(Debug, Clone)]
@@ -34,11 +40,40 @@ pub struct EngineConfig {
     pub max_answer_tokens: usize,
 }
 
+/// The collection the CLI uses and the app opens first.
+pub const DEFAULT_COLLECTION: &str = "default";
+
+/// The folder a collection is stored in: the default one in `<home>/index`, others in
+/// `<home>/collections/<name>`. Names are letters, digits, spaces, `-` and `_` (no paths).
+pub fn collection_dir(home: &Path, name: &str) -> Result<PathBuf> {
+    let valid = !name.trim().is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == ' ');
+    anyhow::ensure!(valid, "\"{name}\" is not a collection name: use letters, digits, spaces, - and _ (at most 64)");
+    Ok(if name == DEFAULT_COLLECTION { home.join("index") } else { home.join("collections").join(name) })
+}
+
+/// The collections that exist under `home` (the default one always).
+pub fn collections(home: &Path) -> Vec<String> {
+    let mut names = vec![DEFAULT_COLLECTION.to_string()];
+    if let Ok(entries) = std::fs::read_dir(home.join("collections")) {
+        let mut others: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != DEFAULT_COLLECTION)
+            .collect();
+        others.sort();
+        names.extend(others);
+    }
+    names
+}
+
 impl EngineConfig {
     /// The default models and the knowledge base under Quire's home folder.
     pub fn from_home() -> Result<EngineConfig> {
         Ok(EngineConfig {
-            data_dir: quire_models::quire_home()?.join("index"),
+            data_dir: collection_dir(&quire_models::quire_home()?, DEFAULT_COLLECTION)?,
             embedder_dir: quire_models::MINILM.location()?,
             llm_path: quire_models::QWEN_1_5B.location()?,
             top_k: 5,
@@ -48,33 +83,62 @@ impl EngineConfig {
 }
 
 /// What the engine reports while it works.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, TS)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
-    IngestStarted { files: usize },
+    /// Every file of the batch, in the order they will be processed.
+    IngestStarted { files: Vec<QueuedFile> },
     FileStarted { path: String },
+    /// Where a file is in its pipeline; `done`/`total` count chunks while embedding.
+    FileProgress { path: String, stage: FileStage, done: u32, total: u32 },
     FileFinished { path: String, outcome: FileOutcome },
-    IngestFinished { indexed: usize, unchanged: usize, failed: usize, chunks: usize },
+    IngestFinished { indexed: usize, unchanged: usize, failed: usize, chunks: usize, cancelled: bool },
     Retrieved { sources: Vec<Source> },
     AnswerDelta { text: String },
     AnswerFinished,
 }
 
+/// A flag the caller sets to stop a running ingestion or answer at the next safe point: between
+/// files or embedding batches, or before the next token.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// The error an answer ends with when it was cancelled.
+#[derive(Debug, thiserror::Error)]
+#[error("cancelled")]
+pub struct Cancelled;
+
 /// A retrieved passage as shown to the model and to people.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, TS)]
 pub struct Source {
     /// 1-based number the model cites it by.
     pub number: usize,
     pub chunk_id: String,
     pub path: String,
     pub page: Option<u32>,
+    #[ts(type = "number")]
     pub start: u64,
+    #[ts(type = "number")]
     pub end: u64,
     pub text: String,
     pub score: f32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, TS)]
 pub struct Citation {
     pub number: usize,
     pub chunk_id: String,
@@ -86,7 +150,7 @@ pub struct Citation {
     pub passage: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, TS)]
 pub struct Answer {
     pub question: String,
     pub text: String,
@@ -101,6 +165,8 @@ pub struct Engine {
     embedder: Arc<Embedder>,
     kb: KnowledgeBase,
     llm: OnceCell<Llm>,
+    /// Resident memory just before the answer model loaded: the base of the memory prediction.
+    rss_before_llm: std::sync::atomic::AtomicU64,
 }
 
 impl Engine {
@@ -112,7 +178,13 @@ impl Engine {
         let dir = config.embedder_dir.clone();
         let embedder = tokio::task::spawn_blocking(move || Embedder::load(&dir)).await??;
         let kb = KnowledgeBase::open(&config.data_dir, embedder.dim()).await?;
-        Ok(Engine { config, embedder: Arc::new(embedder), kb, llm: OnceCell::new() })
+        Ok(Engine {
+            config,
+            embedder: Arc::new(embedder),
+            kb,
+            llm: OnceCell::new(),
+            rss_before_llm: std::sync::atomic::AtomicU64::new(0),
+        })
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -137,8 +209,40 @@ impl Engine {
         self.kb.remove_document(&doc_id).await
     }
 
-    pub async fn ingest(&self, paths: &[PathBuf], on_event: &mut (dyn FnMut(Event) + Send)) -> Result<IngestReport> {
-        ingestion::ingest(self, paths, on_event).await
+    /// Indexes files and folders; stops between files or embedding batches when `cancel` is set.
+    pub async fn ingest(
+        &self,
+        paths: &[PathBuf],
+        on_event: &mut (dyn FnMut(Event) + Send),
+        cancel: &Cancel,
+    ) -> Result<IngestReport> {
+        ingestion::ingest(self, paths, on_event, cancel).await
+    }
+
+    /// The stored document a chunk belongs to.
+    pub async fn document_of_chunk(&self, chunk_id: &str) -> Result<Option<DocumentRecord>> {
+        match quire_index::parse_chunk_id(chunk_id) {
+            Some((doc_id, _)) => self.kb.document(doc_id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the answer model is in memory (it loads on first use of `llm`).
+    pub fn llm_loaded(&self) -> bool {
+        self.llm.initialized()
+    }
+
+    /// The memory budget now: the configured answer model, and `draft` if one is given.
+    pub fn memory_budget(&self, draft: Option<&Path>, context_tokens: u32) -> Result<MemoryBudget> {
+        let reading = memory::MemoryReading::now();
+        let before = self.rss_before_llm.load(Ordering::SeqCst);
+        let loaded = self.llm_loaded();
+        let mut llms = vec![memory::BudgetedModel { role: "target", path: &self.config.llm_path, loaded }];
+        if let Some(d) = draft {
+            llms.push(memory::BudgetedModel { role: "draft", path: d, loaded: false });
+        }
+        let base = if loaded && before > 0 { before } else { reading.process_rss_bytes };
+        memory::budget(base, &self.config.embedder_dir, &llms, context_tokens, &self.config.data_dir, reading)
     }
 
     pub async fn search(&self, query: &str, mode: SearchMode, limit: usize) -> Result<Vec<SearchHit>> {
@@ -158,13 +262,21 @@ impl Engine {
                 if !self.config.llm_path.is_file() {
                     return Err(missing_model(&self.config.llm_path));
                 }
+                let before = memory::MemoryReading::now().process_rss_bytes;
+                self.rss_before_llm.store(before, Ordering::SeqCst);
                 Llm::load(&self.config.llm_path).await
             })
             .await
     }
 
     /// Answers a question from the knowledge base, streaming the answer text through `on_event`.
-    pub async fn ask(&self, question: &str, on_event: &mut (dyn FnMut(Event) + Send)) -> Result<Answer> {
+    /// Ends with the `Cancelled` error when `cancel` is set before the answer is complete.
+    pub async fn ask(
+        &self,
+        question: &str,
+        on_event: &mut (dyn FnMut(Event) + Send),
+        cancel: &Cancel,
+    ) -> Result<Answer> {
         let question = question.trim();
         anyhow::ensure!(!question.is_empty(), "the question is empty");
         let hits = self.search(question, SearchMode::Hybrid, self.config.top_k).await?;
@@ -189,6 +301,9 @@ impl Engine {
         on_event(Event::Retrieved { sources: sources.clone() });
 
         let llm = self.llm().await?;
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
         let request = GenerationRequest {
             system: answer::SYSTEM_PROMPT.into(),
             user: answer::user_prompt(question, &hits),
@@ -203,8 +318,11 @@ impl Engine {
                 if !text.is_empty() {
                     on_event(Event::AnswerDelta { text });
                 }
-            })
+            }, || cancel.is_cancelled())
             .await?;
+        if cancel.is_cancelled() {
+            return Err(Cancelled.into());
+        }
         on_event(Event::AnswerFinished);
 
         let raw: RawAnswer = serde_json::from_str(&generation.text).with_context(|| {

@@ -1,7 +1,7 @@
 //! Ingestion into a real LanceDB on disk with the real embedder: re-ingesting replaces instead
 //! of duplicating, changed files are re-indexed, bad files are reported by name and skipped.
 
-use quire_engine::{Engine, EngineConfig, Event, FileOutcome, SearchMode};
+use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, SearchMode};
 
 async fn engine(data: &std::path::Path) -> Engine {
     let config = EngineConfig {
@@ -21,14 +21,14 @@ async fn reingest_keeps_row_counts_and_edits_replace_chunks() {
     let engine = engine(data.path()).await;
     let paths = vec![docs.path().to_path_buf()];
 
-    let first = engine.ingest(&paths, &mut |_| {}).await.unwrap();
+    let first = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
     assert_eq!(first.count(|o| matches!(o, FileOutcome::Indexed { .. })), 3, "{first:?}");
     let rows = engine.knowledge_base().chunk_count().await.unwrap();
     assert_eq!(rows, first.chunks());
     assert_eq!(engine.documents().await.unwrap().len(), 3);
 
     // Same files again: nothing re-embedded, nothing duplicated.
-    let second = engine.ingest(&paths, &mut |_| {}).await.unwrap();
+    let second = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
     assert_eq!(second.count(|o| *o == FileOutcome::Unchanged), 3, "{second:?}");
     assert_eq!(engine.knowledge_base().chunk_count().await.unwrap(), rows);
 
@@ -37,7 +37,7 @@ async fn reingest_keeps_row_counts_and_edits_replace_chunks() {
     let mut text = std::fs::read_to_string(&tokio_md).unwrap();
     text.push_str("\n\nQuire marker paragraph: the zebrafish owl protocol.\n");
     std::fs::write(&tokio_md, text).unwrap();
-    let third = engine.ingest(&paths, &mut |_| {}).await.unwrap();
+    let third = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
     assert_eq!(third.count(|o| matches!(o, FileOutcome::Indexed { .. })), 1, "{third:?}");
     let docs_now = engine.documents().await.unwrap();
     assert_eq!(docs_now.len(), 3);
@@ -56,7 +56,7 @@ async fn bad_files_are_reported_by_name_and_good_ones_indexed() {
     let docs = quire_testkit::copy_samples(&["bad", "markdown/notify-README.md"]);
     let data = tempfile::tempdir().unwrap();
     let engine = engine(data.path()).await;
-    let report = engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}).await.unwrap();
+    let report = engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}, &Cancel::new()).await.unwrap();
     let failed: Vec<String> = report
         .failed()
         .iter()
@@ -90,11 +90,11 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
         max_answer_tokens: 200,
     };
     let engine = Engine::open(config).await.unwrap();
-    engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}).await.unwrap();
+    engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}, &Cancel::new()).await.unwrap();
 
     let mut events = Vec::new();
     let answer = engine
-        .ask("Which crate watches the file system for changes?", &mut |e| events.push(e))
+        .ask("Which crate watches the file system for changes?", &mut |e| events.push(e), &Cancel::new())
         .await
         .unwrap();
     assert!(matches!(events.first(), Some(Event::Retrieved { sources }) if sources.len() == 3));

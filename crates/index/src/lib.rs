@@ -23,6 +23,7 @@ use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use lancedb::table::OptimizeAction;
 use lancedb::{DistanceType, Table};
 use serde::Serialize;
+use ts_rs::TS;
 
 /// Below this many chunks an exact scan is fast (a few ms) and an ANN index would not pay.
 pub const HNSW_MIN_ROWS: usize = 5_000;
@@ -32,15 +33,17 @@ pub const RRF_K: f32 = 60.0;
 const DOCUMENTS: &str = "documents";
 const CHUNKS: &str = "chunks";
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, TS)]
 pub struct DocumentRecord {
     pub doc_id: String,
     pub path: String,
     pub kind: String,
     pub content_hash: String,
+    #[ts(type = "number")]
     pub bytes: u64,
     pub pages: u32,
     pub chunks: u32,
+    #[ts(type = "number")]
     pub ingested_at_ms: i64,
 }
 
@@ -64,6 +67,12 @@ impl ChunkRecord {
 
 pub fn chunk_id(doc_id: &str, seq: u32) -> String {
     format!("{doc_id}:{seq}")
+}
+
+/// The document id and sequence number a chunk id was made from.
+pub fn parse_chunk_id(id: &str) -> Option<(&str, u32)> {
+    let (doc_id, seq) = id.rsplit_once(':')?;
+    Some((doc_id, seq.parse().ok()?))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -170,6 +179,11 @@ impl KnowledgeBase {
 
     pub async fn document_by_path(&self, path: &str) -> Result<Option<DocumentRecord>> {
         let filter = format!("path = {}", sql_str(path));
+        Ok(self.query_documents(Some(filter)).await?.into_iter().next())
+    }
+
+    pub async fn document(&self, doc_id: &str) -> Result<Option<DocumentRecord>> {
+        let filter = format!("doc_id = {}", sql_str(doc_id));
         Ok(self.query_documents(Some(filter)).await?.into_iter().next())
     }
 

@@ -10,3 +10,16 @@ pub use loaders::{
     content_hash, decode_text, is_supported, load_bytes, load_file, DocKind, LoadError,
     LoadedDocument, Page, MAX_FILE_BYTES,
 };
+
+/// The PDF parser panics on some malformed files; the loaders catch those panics and report them
+/// per file (or per page), so the default hook's backtrace would only alarm. A front end calls
+/// this once at start; panics anywhere else still print as usual.
+pub fn quiet_parser_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_parser = info.location().is_some_and(|l| l.file().contains("pdf-extract") || l.file().contains("lopdf"));
+        if !in_parser {
+            default(info);
+        }
+    }));
+}

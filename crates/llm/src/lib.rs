@@ -10,6 +10,10 @@ use mistralrs::{
     Constraint, GgufModelBuilder, Model, RequestBuilder, Response, TextMessageRole,
 };
 use serde::Serialize;
+use ts_rs::TS;
+
+mod footprint;
+pub use footprint::ModelFootprint;
 
 pub struct Llm {
     model: Model,
@@ -27,12 +31,14 @@ pub struct GenerationRequest {
     pub temperature: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, TS)]
 pub struct GenerationStats {
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
     /// From sending the request to the first streamed text.
+    #[ts(type = "{ secs: number, nanos: number }")]
     pub time_to_first_token: Duration,
+    #[ts(type = "{ secs: number, nanos: number }")]
     pub total_time: Duration,
     /// Decode speed reported by the engine (completion tokens per second of decoding).
     pub decode_tokens_per_sec: f32,
@@ -56,8 +62,11 @@ impl Llm {
         let file = gguf.file_name().context("model path has no file name")?.to_string_lossy();
         // mistral.rs looks for files under `model_id` when it is an existing folder and never
         // asks a hub for them; the hub token source is set to none so nothing is read or sent.
-        let mut builder = GgufModelBuilder::new(dir.to_string_lossy(), vec![file.to_string()])
-            .with_force_cpu()
+        let builder = GgufModelBuilder::new(dir.to_string_lossy(), vec![file.to_string()]);
+        // The CPU everywhere but in the Metal build (macOS bundle), which uses the GPU.
+        #[cfg(not(feature = "metal"))]
+        let builder = builder.with_force_cpu();
+        let mut builder = builder
             .with_token_source(mistralrs::TokenSource::None)
             .with_max_num_seqs(1);
         if std::env::var_os("QUIRE_LLM_LOG").is_some() {
@@ -74,11 +83,14 @@ impl Llm {
         &self.path
     }
 
-    /// Generates a reply, calling `on_text` with each piece of text as it arrives.
+    /// Generates a reply, calling `on_text` with each piece of text as it arrives. When
+    /// `stop` returns true the generation ends at the next token (dropping the stream makes
+    /// mistral.rs finish the sequence) and the text so far comes back with reason "cancelled".
     pub async fn generate(
         &self,
         request: &GenerationRequest,
         mut on_text: impl FnMut(&str),
+        stop: impl Fn() -> bool,
     ) -> Result<Generation> {
         let builder = RequestBuilder::new()
             .add_message(TextMessageRole::System, &request.system)
@@ -99,6 +111,10 @@ impl Llm {
         let mut stream = self.model.stream_chat_request(builder).await?;
         let mut stats = None;
         while let Some(response) = stream.next().await {
+            if stop() {
+                stats = Some(("cancelled".to_string(), None));
+                break;
+            }
             match response {
                 Response::Chunk(chunk) => {
                     if let Some(choice) = chunk.choices.first() {

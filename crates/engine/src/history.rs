@@ -1,0 +1,106 @@
+//! Conversation history of a collection: one JSON line per question and answer, appended as
+//! answers complete, so a crash loses at most the answer being written.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use crate::Answer;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, TS)]
+pub struct Exchange {
+    pub question: String,
+    pub answer: String,
+    pub citations: Vec<CitedPlace>,
+    #[ts(type = "number")]
+    pub at_ms: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, TS)]
+pub struct CitedPlace {
+    pub number: usize,
+    pub path: String,
+    pub page: Option<u32>,
+    pub quote: String,
+}
+
+impl Exchange {
+    pub fn of(answer: &Answer, at_ms: i64) -> Exchange {
+        Exchange {
+            question: answer.question.clone(),
+            answer: answer.text.clone(),
+            citations: answer
+                .citations
+                .iter()
+                .map(|c| CitedPlace { number: c.number, path: c.path.clone(), page: c.page, quote: c.quote.clone() })
+                .collect(),
+            at_ms,
+        }
+    }
+}
+
+pub struct History {
+    path: PathBuf,
+}
+
+impl History {
+    pub fn in_folder(dir: &Path) -> History {
+        History { path: dir.join("history.jsonl") }
+    }
+
+    /// All exchanges, oldest first. A damaged line (a crash mid-write) is skipped, not fatal.
+    pub fn load(&self) -> Result<Vec<Exchange>> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", self.path.display())),
+        };
+        Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    }
+
+    pub fn append(&self, exchange: &Exchange) -> Result<()> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut line = serde_json::to_string(exchange)?;
+        line.push('\n');
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
+        file.write_all(line.as_bytes())?;
+        Ok(())
+    }
+
+    pub fn clear(&self) -> Result<()> {
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_survive_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::in_folder(dir.path());
+        assert!(history.load().unwrap().is_empty());
+        let e = Exchange {
+            question: "q".into(),
+            answer: "a".into(),
+            citations: vec![CitedPlace { number: 1, path: "/d.pdf".into(), page: Some(3), quote: "x".into() }],
+            at_ms: 5,
+        };
+        history.append(&e).unwrap();
+        history.append(&e).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join("history.jsonl")).unwrap();
+        f.write_all(b"{\"question\": \"torn").unwrap();
+        assert_eq!(history.load().unwrap(), vec![e.clone(), e]);
+        history.clear().unwrap();
+        assert!(history.load().unwrap().is_empty());
+    }
+}

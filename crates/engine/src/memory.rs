@@ -1,0 +1,161 @@
+//! The memory budget: what the models and the index take or would take, against what this
+//! process uses and what the machine has. Predictions come from file headers and sizes, so a
+//! model that would not fit can be refused before it is loaded.
+
+use std::path::Path;
+
+use anyhow::Result;
+use serde::Serialize;
+use ts_rs::TS;
+
+use quire_llm::ModelFootprint;
+
+/// Share of the machine's available memory a model may take before the app warns.
+const FIT_SHARE: f64 = 0.9;
+
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct ModelMemory {
+    pub role: String,
+    pub path: String,
+    /// Predicted resident bytes of the weights once loaded.
+    #[ts(type = "number")]
+    pub weights_bytes: u64,
+    /// KV cache at `context_tokens` (0 for the embedder).
+    #[ts(type = "number")]
+    pub kv_cache_bytes: u64,
+    pub loaded: bool,
+}
+
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct MemoryBudget {
+    pub models: Vec<ModelMemory>,
+    /// Context size the KV cache figures are given for: prompt with its sources plus the answer.
+    pub context_tokens: u32,
+    /// The knowledge base's folder on disk (LanceDB reads it through the page cache).
+    #[ts(type = "number")]
+    pub index_bytes: u64,
+    /// Predicted resident memory of this process with the answer model loaded: what it used
+    /// just before that model loaded (now, if it is not loaded yet) plus its predicted weights.
+    #[ts(type = "number")]
+    pub predicted_rss_bytes: u64,
+    #[ts(type = "number")]
+    pub process_rss_bytes: u64,
+    #[ts(type = "number")]
+    pub machine_total_bytes: u64,
+    #[ts(type = "number")]
+    pub machine_available_bytes: u64,
+    /// Models that would not fit in the available memory if loaded now.
+    pub warnings: Vec<String>,
+}
+
+/// What the process and the machine hold right now.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryReading {
+    pub process_rss_bytes: u64,
+    pub machine_total_bytes: u64,
+    pub machine_available_bytes: u64,
+}
+
+impl MemoryReading {
+    pub fn now() -> MemoryReading {
+        use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System};
+        let mut sys = System::new();
+        sys.refresh_memory();
+        let pid = sysinfo::get_current_pid().ok();
+        let mut rss = 0;
+        if let Some(pid) = pid {
+            sys.refresh_processes_specifics(
+                ProcessesToUpdate::Some(&[pid]),
+                false,
+                ProcessRefreshKind::nothing().with_memory(),
+            );
+            rss = sys.process(pid).map(|p| p.memory()).unwrap_or(0);
+        }
+        MemoryReading {
+            process_rss_bytes: rss,
+            machine_total_bytes: sys.total_memory(),
+            machine_available_bytes: sys.available_memory(),
+        }
+    }
+}
+
+/// A model the budget accounts for, and whether it is in memory now.
+pub struct BudgetedModel<'a> {
+    pub role: &'a str,
+    pub path: &'a Path,
+    pub loaded: bool,
+}
+
+/// Resident bytes of a BERT embedder: its f32 safetensors are copied into memory as they are.
+pub fn embedder_bytes(dir: &Path) -> u64 {
+    std::fs::metadata(dir.join("model.safetensors")).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Bytes of a folder's files, recursively.
+pub fn folder_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => folder_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Builds the budget. `rss_without_llm` is the process's resident memory without the answer
+/// model (the embedder is loaded whenever a collection is open, so it is in there).
+pub fn budget(
+    rss_without_llm: u64,
+    embedder_dir: &Path,
+    llms: &[BudgetedModel<'_>],
+    context_tokens: u32,
+    index_dir: &Path,
+    reading: MemoryReading,
+) -> Result<MemoryBudget> {
+    let mut models = vec![ModelMemory {
+        role: "embedder".into(),
+        path: embedder_dir.display().to_string(),
+        weights_bytes: embedder_bytes(embedder_dir),
+        kv_cache_bytes: 0,
+        loaded: true,
+    }];
+    let mut warnings = Vec::new();
+    for m in llms {
+        match ModelFootprint::of_gguf(m.path) {
+            Ok(f) => {
+                let kv = f.kv_bytes(context_tokens as u64);
+                if !m.loaded && (f.weights_bytes + kv) as f64 > reading.machine_available_bytes as f64 * FIT_SHARE {
+                    warnings.push(format!(
+                        "the {} model {} needs about {} MB but only {} MB are available: close other programs or pick a smaller model",
+                        m.role,
+                        m.path.display(),
+                        (f.weights_bytes + kv) / 1_000_000,
+                        reading.machine_available_bytes / 1_000_000
+                    ));
+                }
+                models.push(ModelMemory {
+                    role: m.role.into(),
+                    path: m.path.display().to_string(),
+                    weights_bytes: f.weights_bytes,
+                    kv_cache_bytes: kv,
+                    loaded: m.loaded,
+                });
+            }
+            Err(e) => warnings.push(format!("the {} model cannot be measured: {e:#}", m.role)),
+        }
+    }
+    let target = models.iter().find(|m| m.role == "target").map(|m| m.weights_bytes).unwrap_or(0);
+    let predicted = rss_without_llm + target;
+    Ok(MemoryBudget {
+        models,
+        context_tokens,
+        index_bytes: folder_bytes(index_dir),
+        predicted_rss_bytes: predicted,
+        process_rss_bytes: reading.process_rss_bytes,
+        machine_total_bytes: reading.machine_total_bytes,
+        machine_available_bytes: reading.machine_available_bytes,
+        warnings,
+    })
+}

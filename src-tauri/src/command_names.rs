@@ -1,0 +1,21 @@
+/// Every command the UI may call; build.rs turns each into a permission (`allow-<name>`).
+pub const COMMANDS: &[&str] = &[
+    "app_status",
+    "add_paths",
+    "choose_and_add",
+    "cancel_ingest",
+    "ask",
+    "cancel_answer",
+    "memory_budget",
+    "open_source",
+    "remove_document",
+    "switch_collection",
+    "set_models",
+    "add_watched_folder",
+    "remove_watched_folder",
+    "history",
+    "clear_history",
+    "show_main_window",
+    "show_quick_ask",
+    "hide_quick_ask",
+];

@@ -1,0 +1,280 @@
+//! The commands the UI calls. Each one turns UI input into an engine call and the result into a
+//! typed reply; errors come back as one sentence that says what to do.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tauri::ipc::Channel;
+use tauri::{AppHandle, Emitter, Manager, State};
+
+use quire_engine::history::{Exchange, History};
+use quire_engine::memory::MemoryReading;
+use quire_engine::{Answer, Cancelled, Event, FileOutcome, MemoryBudget};
+use quire_engine::ModelFootprint;
+
+use crate::ipc::*;
+use crate::settings::Settings;
+use crate::state::{cancel_job, start_job, AppState, EngineSlot};
+
+type Reply<T> = Result<T, String>;
+
+fn say(e: anyhow::Error) -> String {
+    format!("{e:#}")
+}
+
+/// Prompt with its sources plus the answer: the context the KV cache figure is given for.
+const CONTEXT_TOKENS: u32 = 5 * 500 + 300 + 512;
+
+fn model_choice(path: anyhow::Result<PathBuf>) -> ModelChoice {
+    match path {
+        Ok(p) => ModelChoice {
+            installed: p.is_file(),
+            file_bytes: std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0),
+            path: p.display().to_string(),
+        },
+        Err(e) => ModelChoice { path: format!("({e:#})"), installed: false, file_bytes: 0 },
+    }
+}
+
+#[tauri::command]
+pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
+    let settings = state.settings();
+    let target = model_choice(settings.target_path());
+    let draft = model_choice(settings.draft_path());
+    let mut problems = Vec::new();
+    if !quire_models::MINILM.is_installed() {
+        problems.push(format!("{} (run `quire models fetch`)", quire_models::missing_model_error(&quire_models::MINILM)));
+    }
+    if !target.installed {
+        problems.push(format!(
+            "The answer model is not installed at {}: run `quire models fetch`, or pick a GGUF file under Models.",
+            target.path
+        ));
+    }
+    let (engine_state, documents, loaded) = match &*state.engine.read().await {
+        EngineSlot::Opening => (EngineState::Opening, Vec::new(), false),
+        EngineSlot::Failed(reason) => (EngineState::Failed { reason: reason.clone() }, Vec::new(), false),
+        EngineSlot::Ready(engine) => (EngineState::Ready, engine.documents().await.map_err(say)?, engine.llm_loaded()),
+    };
+    Ok(AppStatus {
+        home: state.home.display().to_string(),
+        collection: settings.collection.clone(),
+        collections: quire_engine::collections(&state.home),
+        engine: engine_state,
+        documents,
+        target_model: target,
+        draft_model: draft,
+        model_loaded: loaded,
+        problems,
+        watched_folders: settings.watched_folders.clone(),
+        ingesting: state.ingest_turn.try_lock().is_err(),
+    })
+}
+
+/// Indexes files and folders; progress goes to every window as `EVENT_INGEST` events.
+#[tauri::command]
+pub async fn add_paths(app: AppHandle, state: State<'_, AppState>, paths: Vec<String>) -> Reply<IngestSummary> {
+    ingest_paths(&app, &state, paths.into_iter().map(PathBuf::from).collect()).await
+}
+
+pub async fn ingest_paths(app: &AppHandle, state: &AppState, paths: Vec<PathBuf>) -> Reply<IngestSummary> {
+    if paths.is_empty() {
+        return Err("nothing to add: drop files or folders, or pick them with Add files".into());
+    }
+    let engine = state.engine().await.map_err(say)?;
+    let _turn = state.ingest_turn.lock().await;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    let cancel = start_job(&state.ingest_cancel);
+    let emitter = app.clone();
+    let result = engine
+        .ingest(&paths, &mut |event: Event| {
+            let _ = emitter.emit(EVENT_INGEST, &event);
+        }, &cancel)
+        .await;
+    cancel_job(&state.ingest_cancel);
+    drop(_turn);
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    let report = result.map_err(say)?;
+    Ok(IngestSummary {
+        indexed: report.count(|o| matches!(o, FileOutcome::Indexed { .. })),
+        unchanged: report.count(|o| matches!(o, FileOutcome::Unchanged)),
+        failed: report
+            .failed()
+            .into_iter()
+            .map(|(p, r)| FailedFile { path: p.into(), reason: r.into() })
+            .collect(),
+        chunks: report.chunks(),
+        cancelled: cancel.is_cancelled(),
+    })
+}
+
+/// Opens the system's file picker, then indexes what was picked (nothing when it is dismissed).
+#[tauri::command]
+pub async fn choose_and_add(app: AppHandle, state: State<'_, AppState>, folders: bool) -> Reply<Option<IngestSummary>> {
+    use tauri_plugin_dialog::DialogExt;
+    let dialog = app.dialog().file().set_title(if folders { "Add folders to Quire" } else { "Add files to Quire" });
+    let picked = tauri::async_runtime::spawn_blocking(move || {
+        if folders { dialog.blocking_pick_folders() } else { dialog.blocking_pick_files() }
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let Some(picked) = picked else { return Ok(None) };
+    let paths: Vec<PathBuf> = picked.into_iter().filter_map(|p| p.into_path().ok()).collect();
+    ingest_paths(&app, &state, paths).await.map(Some)
+}
+
+#[tauri::command]
+pub fn cancel_ingest(state: State<'_, AppState>) -> bool {
+    cancel_job(&state.ingest_cancel)
+}
+
+/// Answers a question, streaming `Retrieved`, `AnswerDelta`… `AnswerFinished` through `on_event`.
+#[tauri::command]
+pub async fn ask(state: State<'_, AppState>, question: String, on_event: Channel<Event>) -> Reply<Answer> {
+    let engine = state.engine().await.map_err(say)?;
+    let cancel = start_job(&state.answer_cancel);
+    let result = engine
+        .ask(&question, &mut |event| {
+            let _ = on_event.send(event);
+        }, &cancel)
+        .await;
+    match result {
+        Ok(answer) => {
+            cancel_job(&state.answer_cancel);
+            let at = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+            History::in_folder(&engine.config().data_dir).append(&Exchange::of(&answer, at)).map_err(say)?;
+            Ok(answer)
+        }
+        Err(e) if e.is::<Cancelled>() => Err("cancelled".into()),
+        Err(e) => Err(say(e)),
+    }
+}
+
+#[tauri::command]
+pub fn cancel_answer(state: State<'_, AppState>) -> bool {
+    cancel_job(&state.answer_cancel)
+}
+
+#[tauri::command]
+pub async fn memory_budget(state: State<'_, AppState>) -> Reply<MemoryBudget> {
+    let engine = state.engine().await.map_err(say)?;
+    let draft = state.settings().draft_path().map_err(say)?;
+    // The draft is not loaded until speculative decoding uses it; shown so its cost is known.
+    let draft = draft.is_file().then_some(draft);
+    engine.memory_budget(draft.as_deref(), CONTEXT_TOKENS).map_err(say)
+}
+
+/// Opens a cited document with the system's opener. The UI names a chunk, never a path, so only
+/// documents in the open collection can be opened this way.
+#[tauri::command]
+pub async fn open_source(state: State<'_, AppState>, chunk_id: String) -> Reply<()> {
+    let engine = state.engine().await.map_err(say)?;
+    let doc = engine
+        .document_of_chunk(&chunk_id)
+        .await
+        .map_err(say)?
+        .ok_or_else(|| format!("no document in this collection holds passage {chunk_id:?}"))?;
+    crate::platform::open_document(std::path::Path::new(&doc.path)).map_err(say)
+}
+
+#[tauri::command]
+pub async fn remove_document(app: AppHandle, state: State<'_, AppState>, doc_id: String) -> Reply<bool> {
+    let engine = state.engine().await.map_err(say)?;
+    let removed = engine.knowledge_base().remove_document(&doc_id).await.map_err(say)?;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    Ok(removed)
+}
+
+#[tauri::command]
+pub async fn switch_collection(app: AppHandle, state: State<'_, AppState>, name: String) -> Reply<()> {
+    let name = name.trim().to_string();
+    quire_engine::collection_dir(&state.home, &name).map_err(say)?;
+    state.update_settings(|s| s.collection = name).map_err(say)?;
+    let result = state.open_engine().await;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    result.map(|_| ()).map_err(say)
+}
+
+/// Picks the answer (target) and draft GGUF files; `None` keeps the default. Refuses a file that
+/// is not a readable GGUF model; warns (without refusing) when it would not fit in memory.
+#[tauri::command]
+pub async fn set_models(app: AppHandle, state: State<'_, AppState>, target: Option<String>, draft: Option<String>) -> Reply<SetModelsResult> {
+    let mut warnings = Vec::new();
+    let available = MemoryReading::now().machine_available_bytes;
+    for (role, path) in [("answer", &target), ("draft", &draft)] {
+        if let Some(p) = path {
+            let f = ModelFootprint::of_gguf(std::path::Path::new(p)).map_err(|e| format!("the {role} model cannot be used: {e:#}"))?;
+            if f.weights_bytes > available {
+                warnings.push(format!(
+                    "the {role} model needs about {} MB and {} MB are available now",
+                    f.weights_bytes / 1_000_000,
+                    available / 1_000_000
+                ));
+            }
+        }
+    }
+    state
+        .update_settings(|s| {
+            s.target_model = target;
+            s.draft_model = draft;
+        })
+        .map_err(say)?;
+    let result = state.open_engine().await;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    result.map_err(say)?;
+    Ok(SetModelsResult { warnings })
+}
+
+#[tauri::command]
+pub async fn add_watched_folder(app: AppHandle, state: State<'_, AppState>, path: String) -> Reply<IngestSummary> {
+    let folder = PathBuf::from(path.trim());
+    if !folder.is_dir() {
+        return Err(format!("{} is not a folder", folder.display()));
+    }
+    let shown = folder.display().to_string();
+    state
+        .update_settings(|s| {
+            if !s.watched_folders.contains(&shown) {
+                s.watched_folders.push(shown.clone());
+            }
+        })
+        .map_err(say)?;
+    ingest_paths(&app, &state, vec![folder]).await
+}
+
+#[tauri::command]
+pub fn remove_watched_folder(app: AppHandle, state: State<'_, AppState>, path: String) -> Reply<Settings> {
+    let settings = state.update_settings(|s| s.watched_folders.retain(|f| f != &path)).map_err(say)?;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    Ok(settings)
+}
+
+#[tauri::command]
+pub async fn history(state: State<'_, AppState>) -> Reply<Vec<Exchange>> {
+    let engine = state.engine().await.map_err(say)?;
+    History::in_folder(&engine.config().data_dir).load().map_err(say)
+}
+
+#[tauri::command]
+pub async fn clear_history(state: State<'_, AppState>) -> Reply<()> {
+    let engine = state.engine().await.map_err(say)?;
+    History::in_folder(&engine.config().data_dir).clear().map_err(say)
+}
+
+#[tauri::command]
+pub fn show_main_window(app: AppHandle) -> Reply<()> {
+    crate::windows::show(&app, crate::windows::MAIN).map_err(say)
+}
+
+#[tauri::command]
+pub fn show_quick_ask(app: AppHandle) -> Reply<()> {
+    crate::windows::show(&app, crate::windows::QUICK_ASK).map_err(say)
+}
+
+#[tauri::command]
+pub fn hide_quick_ask(app: AppHandle) -> Reply<()> {
+    if let Some(w) = app.get_webview_window(crate::windows::QUICK_ASK) {
+        w.hide().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! Types the UI receives that are the shell's own (the engine's types are used as they are).
+//! Every type here and every engine type sent to the UI is exported to TypeScript by
+//! `bindings::export`; a test fails when ui/src/bindings is out of date.
+
+use serde::Serialize;
+use ts_rs::TS;
+
+use quire_engine::DocumentRecord;
+
+/// Events the backend emits to every window, with their payloads.
+pub const EVENT_INGEST: &str = "ingest"; // quire_engine::Event
+pub const EVENT_STATUS_CHANGED: &str = "status-changed"; // ()
+pub const EVENT_FILES_DROPPED: &str = "files-dropped"; // Vec<String>
+
+#[derive(Debug, Clone, Serialize, TS)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum EngineState {
+    Opening,
+    Ready,
+    Failed { reason: String },
+}
+
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct ModelChoice {
+    pub path: String,
+    pub installed: bool,
+    #[ts(type = "number")]
+    pub file_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct AppStatus {
+    pub home: String,
+    pub collection: String,
+    pub collections: Vec<String>,
+    pub engine: EngineState,
+    pub documents: Vec<DocumentRecord>,
+    pub target_model: ModelChoice,
+    pub draft_model: ModelChoice,
+    pub model_loaded: bool,
+    /// What is missing or wrong, in plain words, with what to do about it.
+    pub problems: Vec<String>,
+    pub watched_folders: Vec<String>,
+    pub ingesting: bool,
+}
+
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct IngestSummary {
+    pub indexed: usize,
+    pub unchanged: usize,
+    pub failed: Vec<FailedFile>,
+    pub chunks: usize,
+    pub cancelled: bool,
+}
+
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct FailedFile {
+    pub path: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct SetModelsResult {
+    pub warnings: Vec<String>,
+}

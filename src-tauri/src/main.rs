@@ -1,0 +1,109 @@
+//! Quire's desktop app: a thin shell that forwards the UI's commands to the engine and the
+//! engine's events to the UI. All of the RAG loop is in the engine crates.
+
+#![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
+
+mod bindings;
+#[allow(dead_code)] // read by build.rs and the bindings test
+mod command_names;
+mod commands;
+mod ipc;
+mod platform;
+mod settings;
+mod state;
+mod windows;
+
+use std::time::Duration;
+
+use tauri::webview::PageLoadEvent;
+use tauri::{DragDropEvent, Emitter, Manager, WindowEvent};
+
+use crate::state::AppState;
+
+fn main() {
+    quire_ingest::quiet_parser_panics();
+    let home = match quire_models::quire_home() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("Quire cannot start: {e:#}");
+            std::process::exit(1);
+        }
+    };
+    tauri::Builder::default()
+        .plugin(tauri_plugin_dialog::init())
+        .invoke_handler(tauri::generate_handler![
+            commands::app_status,
+            commands::add_paths,
+            commands::choose_and_add,
+            commands::cancel_ingest,
+            commands::ask,
+            commands::cancel_answer,
+            commands::memory_budget,
+            commands::open_source,
+            commands::remove_document,
+            commands::switch_collection,
+            commands::set_models,
+            commands::add_watched_folder,
+            commands::remove_watched_folder,
+            commands::history,
+            commands::clear_history,
+            commands::show_main_window,
+            commands::show_quick_ask,
+            commands::hide_quick_ask,
+        ])
+        .setup(move |app| {
+            app.manage(AppState::new(home));
+            if let Err(e) = windows::install_tray(app.handle()) {
+                eprintln!("no tray icon: {e:#}");
+            }
+            if let Err(e) = windows::install_shortcut(app.handle()) {
+                eprintln!("no global shortcut ({}): {e:#}; the tray opens quick ask", windows::QUICK_ASK_SHORTCUT);
+            }
+            let handle = app.handle().clone();
+            tauri::async_runtime::spawn(async move { start_engine(handle).await });
+            Ok(())
+        })
+        .on_page_load(|webview, payload| {
+            if webview.label() == windows::MAIN && payload.event() == PageLoadEvent::Finished {
+                webview.state::<AppState>().main_page_loaded.notify_one();
+            }
+        })
+        .on_window_event(|window, event| match event {
+            WindowEvent::DragDrop(DragDropEvent::Drop { paths, .. }) => {
+                let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                let _ = window.emit(ipc::EVENT_FILES_DROPPED, paths);
+            }
+            // Closing quick ask hides it, so the tray and shortcut can bring it back at once.
+            WindowEvent::CloseRequested { api, .. } if window.label() == windows::QUICK_ASK => {
+                api.prevent_close();
+                let _ = window.hide();
+            }
+            _ => {}
+        })
+        .run(tauri::generate_context!())
+        .expect("Quire failed to start its window");
+}
+
+/// Opens the collection, loads the answer model (so the first answer does not wait for it),
+/// then brings the watched folders up to date (unchanged files are skipped).
+async fn start_engine(app: tauri::AppHandle) {
+    let state = app.state::<AppState>();
+    let opened = state.open_engine().await;
+    let _ = app.emit(ipc::EVENT_STATUS_CHANGED, ());
+    let Ok(engine) = opened else { return };
+    let settings = state.settings();
+    if settings.preload_model && engine.config().llm_path.is_file() {
+        let _ = tokio::time::timeout(Duration::from_secs(20), state.main_page_loaded.notified()).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Err(e) = engine.llm().await {
+            eprintln!("the answer model did not load: {e:#}");
+        }
+        let _ = app.emit(ipc::EVENT_STATUS_CHANGED, ());
+    }
+    let folders: Vec<std::path::PathBuf> = settings.watched_folders.iter().map(Into::into).collect();
+    if !folders.is_empty() {
+        if let Err(e) = commands::ingest_paths(&app, &state, folders).await {
+            eprintln!("watched folders were not re-scanned: {e}");
+        }
+    }
+}

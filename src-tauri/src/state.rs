@@ -1,0 +1,119 @@
+//! What the shell holds between commands: the settings, the open collection's engine, and the
+//! cancel flags of the running ingestion and answer. No RAG logic: that is all in the engine.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+use quire_engine::{collection_dir, Cancel, Engine, EngineConfig};
+use tokio::sync::RwLock;
+
+use crate::settings::Settings;
+
+/// Sources shown to the model per question, and the answer's length limit.
+const TOP_K: usize = 5;
+const MAX_ANSWER_TOKENS: usize = 512;
+
+pub enum EngineSlot {
+    Opening,
+    Ready(Arc<Engine>),
+    Failed(String),
+}
+
+pub struct AppState {
+    pub home: PathBuf,
+    pub settings: Mutex<Settings>,
+    pub engine: RwLock<EngineSlot>,
+    /// Ingestions run one at a time; later ones wait their turn.
+    pub ingest_turn: tokio::sync::Mutex<()>,
+    pub ingest_cancel: Mutex<Option<Cancel>>,
+    pub answer_cancel: Mutex<Option<Cancel>>,
+    /// Set when the main window's page has loaded; the answer model loads after it, so the
+    /// window comes up first and the memory measured before the load has settled.
+    pub main_page_loaded: tokio::sync::Notify,
+}
+
+impl AppState {
+    pub fn new(home: PathBuf) -> AppState {
+        let settings = Settings::load(&home);
+        AppState {
+            home,
+            settings: Mutex::new(settings),
+            engine: RwLock::new(EngineSlot::Opening),
+            ingest_turn: tokio::sync::Mutex::new(()),
+            ingest_cancel: Mutex::new(None),
+            answer_cancel: Mutex::new(None),
+            main_page_loaded: tokio::sync::Notify::new(),
+        }
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.settings.lock().expect("settings lock").clone()
+    }
+
+    pub fn update_settings(&self, change: impl FnOnce(&mut Settings)) -> Result<Settings> {
+        let mut settings = self.settings.lock().expect("settings lock");
+        let mut next = settings.clone();
+        change(&mut next);
+        next.save(&self.home)?;
+        *settings = next.clone();
+        Ok(next)
+    }
+
+    pub fn engine_config(&self) -> Result<EngineConfig> {
+        let settings = self.settings();
+        Ok(EngineConfig {
+            data_dir: collection_dir(&self.home, &settings.collection)?,
+            embedder_dir: quire_models::MINILM.location()?,
+            llm_path: settings.target_path()?,
+            top_k: TOP_K,
+            max_answer_tokens: MAX_ANSWER_TOKENS,
+        })
+    }
+
+    /// (Re)opens the engine for the current settings; on failure the reason is kept for the UI.
+    pub async fn open_engine(&self) -> Result<Arc<Engine>> {
+        *self.engine.write().await = EngineSlot::Opening;
+        let opened = match self.engine_config() {
+            Ok(config) => Engine::open(config).await.map(Arc::new),
+            Err(e) => Err(e),
+        };
+        let mut slot = self.engine.write().await;
+        match opened {
+            Ok(engine) => {
+                *slot = EngineSlot::Ready(engine.clone());
+                Ok(engine)
+            }
+            Err(e) => {
+                *slot = EngineSlot::Failed(format!("{e:#}"));
+                Err(e)
+            }
+        }
+    }
+
+    /// The open engine, or a sentence saying why there is none.
+    pub async fn engine(&self) -> Result<Arc<Engine>> {
+        match &*self.engine.read().await {
+            EngineSlot::Ready(e) => Ok(e.clone()),
+            EngineSlot::Opening => anyhow::bail!("Quire is still opening the collection; try again in a moment"),
+            EngineSlot::Failed(why) => Err(anyhow::anyhow!("{why}")).context("the collection could not be opened"),
+        }
+    }
+}
+
+/// Starts a cancellable job: replaces the slot's flag and returns it.
+pub fn start_job(slot: &Mutex<Option<Cancel>>) -> Cancel {
+    let cancel = Cancel::new();
+    *slot.lock().expect("cancel lock") = Some(cancel.clone());
+    cancel
+}
+
+pub fn cancel_job(slot: &Mutex<Option<Cancel>>) -> bool {
+    match slot.lock().expect("cancel lock").take() {
+        Some(c) => {
+            c.cancel();
+            true
+        }
+        None => false,
+    }
+}

@@ -1,0 +1,426 @@
+//! End-to-end tests of the desktop app in its real WebView: the release binary under Xvfb,
+//! driven over WebDriver (tauri-driver in front of WebKitWebDriver), with real models and the
+//! shared sample documents. Screenshots go to `<target>/release/screenshots/`.
+//!
+//! Needs: Xvfb (or a DISPLAY), `tauri-driver` on PATH or in ~/.cargo/bin, and WebKitWebDriver
+//! (Debian's webkit2gtk-driver). scripts/setup.sh installs all three.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+/// One app at a time: the tests share the display and the WebDriver ports.
+static ONE_APP: Mutex<()> = Mutex::new(());
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// A child process started in its own process group; dropping it ends the whole group
+/// (tauri-driver leaves WebKitWebDriver and the app behind otherwise).
+struct Killed(Child);
+
+impl Killed {
+    fn spawn(command: &mut Command) -> std::io::Result<Killed> {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0).spawn().map(Killed)
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_for_port(port: u16, what: &str) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "{what} did not start listening on port {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn tauri_driver() -> PathBuf {
+    let in_cargo = dirs_home().join(".cargo/bin/tauri-driver");
+    if in_cargo.is_file() {
+        return in_cargo;
+    }
+    PathBuf::from("tauri-driver")
+}
+
+fn dirs_home() -> PathBuf {
+    PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+}
+
+fn screenshots_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_quire-app")).parent().unwrap().join("screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A running app: its display, its driver and a WebDriver session on its main window.
+struct App {
+    session: String,
+    base: String,
+    _driver: Killed,
+    _display: Option<Killed>,
+    home: tempfile::TempDir,
+}
+
+impl App {
+    /// Starts the app with a fresh QUIRE_HOME holding `settings`, and the installed models.
+    fn start(settings: Value) -> App {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("settings.json"), settings.to_string()).unwrap();
+        let mut display_proc = None;
+        let display = match std::env::var("DISPLAY") {
+            Ok(d) if !d.is_empty() => d,
+            _ => {
+                let n = 90 + (std::process::id() % 100);
+                let d = format!(":{n}");
+                let child = Killed::spawn(
+                    Command::new("Xvfb")
+                        .args([d.as_str(), "-screen", "0", "1920x1200x24", "-nolisten", "tcp"])
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null()),
+                )
+                .expect("Xvfb not found: install the xvfb package (scripts/setup.sh does)");
+                display_proc = Some(child);
+                std::thread::sleep(Duration::from_millis(800));
+                d
+            }
+        };
+        let (port, native) = (free_port(), free_port());
+        let driver = Killed::spawn(Command::new(tauri_driver())
+            .args(["--port", &port.to_string(), "--native-port", &native.to_string()])
+            .env("DISPLAY", &display)
+            .env("QUIRE_HOME", home.path())
+            .env("QUIRE_MODELS", quire_models::models_dir().unwrap())
+            // Software rendering: Xvfb has no GPU, and WebKit's compositor would stall without it.
+            .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
+            .env("LIBGL_ALWAYS_SOFTWARE", "1"))
+            .expect("tauri-driver not found: `cargo install tauri-driver --locked` (scripts/setup.sh does)");
+        wait_for_port(port, "tauri-driver");
+        let base = format!("http://127.0.0.1:{port}");
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "wry",
+            "tauri:options": {"application": env!("CARGO_BIN_EXE_quire-app")}
+        }}});
+        let reply = post(&base, "/session", &caps);
+        let session = reply["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {reply}")).to_string();
+        App { session, base, _driver: driver, _display: display_proc, home }
+    }
+
+    fn cmd(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let url = format!("{}/session/{}{}", self.base, self.session, path);
+        let req = ureq::request(method, &url).timeout(Duration::from_secs(120));
+        let res = match body {
+            Some(b) => req.set("Content-Type", "application/json").send_string(&b.to_string()),
+            None => req.call(),
+        };
+        let text = match res {
+            Ok(r) => r.into_string().unwrap(),
+            Err(ureq::Error::Status(code, r)) => panic!("{method} {path}: {code} {}", r.into_string().unwrap_or_default()),
+            Err(e) => panic!("{method} {path}: {e}"),
+        };
+        serde_json::from_str::<Value>(&text).unwrap()["value"].clone()
+    }
+
+    fn js(&self, script: &str, args: Value) -> Value {
+        self.cmd("POST", "/execute/sync", Some(json!({"script": script, "args": args})))
+    }
+
+    fn find(&self, css: &str) -> String {
+        let v = self.cmd("POST", "/element", Some(json!({"using": "css selector", "value": css})));
+        v[ELEMENT].as_str().unwrap_or_else(|| panic!("no element {css}: {v}")).to_string()
+    }
+
+    fn click(&self, css: &str) {
+        let id = self.find(css);
+        self.cmd("POST", &format!("/element/{id}/click"), Some(json!({})));
+    }
+
+    fn type_into(&self, css: &str, text: &str) {
+        let id = self.find(css);
+        self.cmd("POST", &format!("/element/{id}/value"), Some(json!({"text": text})));
+    }
+
+    /// Text of the first element matching `css` ("" when there is none).
+    fn text(&self, css: &str) -> String {
+        self.js("const e = document.querySelector(arguments[0]); return e ? e.textContent : '';", json!([css]))
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    fn attr(&self, css: &str, name: &str) -> Option<String> {
+        self.js("const e = document.querySelector(arguments[0]); return e ? e.getAttribute(arguments[1]) : null;", json!([css, name]))
+            .as_str()
+            .map(str::to_string)
+    }
+
+    fn wait_until<T>(&self, what: &str, timeout: Duration, mut f: impl FnMut(&App) -> Option<T>) -> T {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(v) = f(self) {
+                return v;
+            }
+            assert!(Instant::now() < until, "timed out after {timeout:?} waiting for {what}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn screenshot(&self, name: &str) -> PathBuf {
+        let png = self.cmd("GET", "/screenshot", None);
+        self.save_png(name, png.as_str().unwrap())
+    }
+
+    fn element_screenshot(&self, css: &str, name: &str) -> PathBuf {
+        let id = self.find(css);
+        let png = self.cmd("GET", &format!("/element/{id}/screenshot"), None);
+        self.save_png(name, png.as_str().unwrap())
+    }
+
+    fn save_png(&self, name: &str, b64: &str) -> PathBuf {
+        let path = screenshots_dir().join(name);
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "screenshot is a PNG");
+        std::fs::File::create(&path).unwrap().write_all(&bytes).unwrap();
+        eprintln!("screenshot: {}", path.display());
+        path
+    }
+
+    fn set_size(&self, width: u32, height: u32) {
+        self.cmd("POST", "/window/rect", Some(json!({"width": width, "height": height})));
+        std::thread::sleep(Duration::from_millis(600));
+    }
+
+    fn wait_ready(&self) {
+        self.wait_until("the collection to open and the model to load", Duration::from_secs(240), |app| {
+            (app.attr("#model-status", "data-state").as_deref() == Some("ready")).then_some(())
+        });
+    }
+
+    fn bytes(&self, css: &str) -> u64 {
+        self.attr(css, "data-bytes").and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    /// Asks in the current window and returns every distinct text the answer showed on its way,
+    /// sampled every 20 ms, until the answer is complete.
+    fn ask(&self, question: &str, timeout: Duration) -> Vec<String> {
+        let before = self.js("return document.querySelectorAll('.exchange').length;", json!([])).as_u64().unwrap();
+        self.type_into("#question", question);
+        self.click("#ask-button");
+        let mut seen: Vec<String> = Vec::new();
+        let until = Instant::now() + timeout;
+        loop {
+            let v = self.js(
+                "const x = document.querySelectorAll('.exchange'); if (x.length <= arguments[0]) return null; \
+                 const e = x[x.length - 1]; return [e.dataset.state, e.querySelector('.answer-text').textContent, e.querySelector('.answer-meta').textContent];",
+                json!([before]),
+            );
+            if let Some(a) = v.as_array() {
+                let (state, text) = (a[0].as_str().unwrap_or(""), a[1].as_str().unwrap_or("").to_string());
+                if !text.is_empty() && seen.last() != Some(&text) {
+                    seen.push(text);
+                }
+                match state {
+                    "done" => return seen,
+                    "error" | "cancelled" => panic!("the answer failed: {}", a[2]),
+                    _ => {}
+                }
+            }
+            assert!(Instant::now() < until, "no complete answer to {question:?} within {timeout:?}; seen {seen:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session)).call();
+        eprintln!("app home was {}", self.home.path().display());
+    }
+}
+
+fn post(base: &str, path: &str, body: &Value) -> Value {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        match ureq::post(&format!("{base}{path}")).set("Content-Type", "application/json").send_string(&body.to_string()) {
+            Ok(r) => return serde_json::from_str(&r.into_string().unwrap()).unwrap(),
+            Err(e) if Instant::now() < until => {
+                eprintln!("retrying {path}: {e}");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(ureq::Error::Status(code, r)) => panic!("POST {path}: {code} {}", r.into_string().unwrap_or_default()),
+            Err(e) => panic!("POST {path}: {e}"),
+        }
+    }
+}
+
+fn smollm2_settings() -> Value {
+    let tiny = quire_testkit::model(&quire_models::SMOLLM2);
+    json!({"target_model": tiny, "preload_model": true})
+}
+
+/// The main flow a person follows: add documents, watch them index, ask, read the streamed
+/// answer and its sources, open quick ask, and ask again while a large ingestion runs.
+/// On the smallest model (SmolLM2), so it stays quick; the default pair is covered by the CLI test.
+#[test]
+fn add_documents_ask_and_read_sources_in_the_real_window() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    let docs = quire_testkit::copy_samples(&["fasta_guide.pdf", "4ti2_manual.pdf", "markdown", "bad"]);
+    let app = App::start(smollm2_settings());
+    app.wait_ready();
+    app.screenshot("01-main-empty.png");
+
+    // Add the folder the way the path box does it; every file reports, the bad ones with reasons.
+    app.type_into("#add-path-input", docs.path().to_str().unwrap());
+    app.click("#add-path-button");
+    let summary = app.wait_until("the ingestion summary", Duration::from_secs(600), |a| {
+        let s = a.text("#ingest-summary");
+        s.contains("indexed").then_some(s)
+    });
+    eprintln!("ingest summary: {summary}");
+    assert!(summary.contains("failed"), "{summary}");
+    assert!(summary.contains("truncated.pdf"), "bad files are named: {summary}");
+    let docs_listed = app.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64().unwrap();
+    assert!(docs_listed >= 4, "documents listed: {docs_listed}");
+
+    // Ask: the answer streams in several updates, then shows citations with document and page.
+    let updates = app.ask("What does the ssearch36 program do?", Duration::from_secs(400));
+    eprintln!("{} distinct streamed texts; final: {:?}", updates.len(), updates.last());
+    assert!(updates.len() >= 3, "answer streamed in several updates: {updates:?}");
+    let markers = app.js("return document.querySelectorAll('.exchange:last-child .citation-marker').length;", json!([])).as_u64().unwrap();
+    assert!(markers >= 1, "citation markers shown");
+    let sources: Vec<String> = app
+        .js("return [...document.querySelectorAll('#source-list .source-doc')].map(e => e.textContent);", json!([]))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    eprintln!("sources pane: {sources:?}");
+    assert!(!sources.is_empty());
+    assert!(
+        sources.iter().any(|s| s.contains(".pdf, p. ")),
+        "a cited PDF passage is shown with its page: {sources:?}"
+    );
+    let marked = app.text("#source-list mark");
+    eprintln!("highlighted quote: {marked:?}");
+
+    // The memory panel shows the loaded weights and the process's resident memory.
+    app.wait_until("the memory panel", Duration::from_secs(10), |a| (a.bytes("#mem-rss") > 0).then_some(()));
+    let (weights, rss) = (app.bytes("#mem-weights"), app.bytes("#mem-rss"));
+    eprintln!("memory panel: weights {weights} B, RSS {rss} B");
+    assert!(weights > 50_000_000, "embedder + SmolLM2 weights shown: {weights}");
+    assert!(rss > weights, "RSS {rss} holds at least the weights {weights}");
+
+    app.screenshot("02-main-answer.png");
+    app.element_screenshot("#sources", "03-sources-pane.png");
+    app.set_size(800, 600);
+    app.screenshot("04-main-800x600.png");
+    app.set_size(1900, 1150);
+    app.screenshot("05-main-wide.png");
+    app.set_size(1200, 780);
+
+    // Quick ask: opened from the main window (the tray and the shortcut call the same command).
+    let main_handle = app.cmd("GET", "/window", None).as_str().unwrap().to_string();
+    app.click("#quick-ask-button");
+    let quick = app.wait_until("the quick-ask window", Duration::from_secs(20), |a| {
+        let handles = a.cmd("GET", "/window/handles", None);
+        handles.as_array().unwrap().iter().filter_map(|h| h.as_str()).find(|h| *h != main_handle).map(str::to_string)
+    });
+    app.cmd("POST", "/window", Some(json!({"handle": quick})));
+    assert_eq!(app.text("title"), "Quire — quick ask");
+    let quick_updates = app.ask("Which scoring matrix does FASTA use by default?", Duration::from_secs(400));
+    assert!(!quick_updates.is_empty());
+    let quick_sources = app.js("return document.querySelectorAll('#source-list .source').length;", json!([])).as_u64().unwrap();
+    assert!(quick_sources >= 1, "quick ask shows its sources");
+    app.screenshot("06-quick-ask.png");
+    app.cmd("POST", "/window", Some(json!({"handle": main_handle})));
+
+    app.click("#settings-button");
+    assert!(app.text("#target-model-size").contains("MB"), "the answer model's size is shown");
+    app.screenshot("06b-settings.png");
+    app.click("#settings-dialog button[value=close]");
+
+    // A question asked while a large ingestion runs gets its first token before the ingestion ends.
+    let big = tempfile::tempdir().unwrap();
+    for i in 0..30 {
+        std::fs::copy(docs.path().join("4ti2_manual.pdf"), big.path().join(format!("manual-{i:02}.pdf"))).unwrap();
+    }
+    app.type_into("#add-path-input", big.path().to_str().unwrap());
+    app.click("#add-path-button");
+    app.wait_until("the large ingestion to be embedding", Duration::from_secs(120), |a| {
+        a.text("#ingest-files").contains("embedding").then_some(())
+    });
+    let asked = Instant::now();
+    app.type_into("#question", "How do I compute a Hilbert basis?");
+    app.click("#ask-button");
+    app.wait_until("the first answer token during ingestion", Duration::from_secs(400), |a| {
+        let text = a.text(".exchange:last-child .answer-text");
+        (!text.is_empty()).then_some(())
+    });
+    let first_token = asked.elapsed();
+    let (done, total) = {
+        let h = app.text("#ingest-headline");
+        eprintln!("when the first token arrived: {h}");
+        let nums: Vec<u32> = h.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect();
+        (nums[0], nums[1])
+    };
+    eprintln!("first token {first_token:?} after asking, with ingestion at {done}/{total} files");
+    assert!(done < total, "the ingestion was still running when the first token arrived");
+    assert_eq!(app.attr("#ingest-panel", "hidden"), None, "ingestion panel still showing progress");
+    app.screenshot("07-ask-during-ingestion.png");
+    app.click("#cancel-ingest-button");
+    let summary = app.wait_until("the cancelled ingestion", Duration::from_secs(120), |a| {
+        let s = a.text("#ingest-summary");
+        s.contains("cancelled").then_some(s)
+    });
+    eprintln!("after cancel: {summary}");
+}
+
+/// The memory panel's prediction for the default answer model, loaded at start, against the
+/// resident memory measured after loading.
+#[test]
+fn memory_prediction_matches_resident_memory_of_the_default_model() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    quire_testkit::model(&quire_models::QWEN_1_5B);
+    let app = App::start(json!({"preload_model": true}));
+    app.wait_ready();
+    // The panel refreshes when the model has loaded, and every 3 s.
+    app.wait_until("the memory panel to count the loaded model", Duration::from_secs(30), |a| {
+        (a.bytes("#mem-weights") > 1_000_000_000).then_some(())
+    });
+    eprintln!("memory panel: {}", app.text("#memory"));
+    let (predicted, rss, weights) = (app.bytes("#mem-predicted"), app.bytes("#mem-rss"), app.bytes("#mem-weights"));
+    let error = (predicted as f64 - rss as f64) / rss as f64;
+    println!(
+        "default model loaded: predicted {:.1} MB, measured RSS {:.1} MB ({:+.1}%), model weights {:.1} MB",
+        predicted as f64 / 1e6,
+        rss as f64 / 1e6,
+        error * 100.0,
+        weights as f64 / 1e6
+    );
+    eprintln!(
+        "predicted {predicted} B, measured {rss} B, error {:+.1}%",
+        error * 100.0
+    );
+    assert!(weights > 1_000_000_000, "the 1.5B target's weights are counted: {weights}");
+    assert!(error.abs() <= 0.10, "prediction {predicted} within 10% of RSS {rss}");
+    app.screenshot("08-memory-default-model.png");
+}

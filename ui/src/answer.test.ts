@@ -1,0 +1,56 @@
+import { citedPlaces, ExchangeView, renderSources } from "./answer";
+import type { Citation } from "./bindings/Citation";
+
+const citation = (number: number, quote: string, passage: string, range: [number, number] | null, page: number | null = 4): Citation => ({
+  number, chunk_id: `doc:${number}`, path: `/docs/guide${number}.pdf`, page, quote, quote_range: range, passage,
+});
+
+describe("answer view", () => {
+  it("streams deltas, then shows one marker per cited source", () => {
+    const opened: number[] = [];
+    const v = new ExchangeView("What is ssearch36?", (n) => opened.push(n));
+    v.onEvent({ type: "retrieved", sources: [] });
+    v.onEvent({ type: "answer_delta", text: "It is " });
+    v.onEvent({ type: "answer_delta", text: "a search." });
+    expect(v.root.querySelector(".answer-text")!.textContent).toBe("It is a search.");
+    expect(v.updates).toBe(2);
+    const cited = v.finish({
+      question: "q", text: "It is a search.", raw: "", sources: [],
+      citations: [citation(2, "b", "ab", [1, 2]), citation(1, "a", "ab", [0, 1]), citation(2, "again", "ab", null)],
+      stats: { prompt_tokens: 1, completion_tokens: 2, time_to_first_token: { secs: 1, nanos: 500_000_000 }, total_time: { secs: 2, nanos: 0 }, decode_tokens_per_sec: 10, prompt_tokens_per_sec: 5, finish_reason: "stop" },
+    });
+    expect(cited.map((c) => c.number)).toEqual([1, 2]);
+    const markers = [...v.root.querySelectorAll<HTMLButtonElement>(".citation-marker")];
+    expect(markers.map((m) => m.textContent)).toEqual(["1", "2"]);
+    expect(markers[1].title).toBe("guide2.pdf, p. 4");
+    markers[1].click();
+    expect(opened).toEqual([2]);
+    expect(v.root.dataset.state).toBe("done");
+    expect(v.root.querySelector(".answer-meta")!.textContent).toContain("first token 1.5 s");
+  });
+
+  it("highlights the quoted words in the passage and never turns text into markup", () => {
+    const list = document.createElement("ol");
+    const passage = "Intro <b>not bold</b> then the rigorous Smith-Waterman search.";
+    const quote = "rigorous Smith-Waterman search";
+    const start = passage.indexOf(quote);
+    const chunks: string[] = [];
+    renderSources(list, citedPlaces([citation(1, quote, passage, [start, start + quote.length], 12)]), (id) => chunks.push(id));
+    const item = list.querySelector("li.source")!;
+    expect(item.getAttribute("data-page")).toBe("12");
+    expect(item.querySelector(".source-doc")!.textContent).toBe("guide1.pdf, p. 12");
+    expect(item.querySelector("mark")!.textContent).toBe(quote);
+    expect(item.querySelector("b")).toBeNull();
+    expect(item.querySelector(".passage")!.textContent).toBe(passage);
+    item.querySelector("button")!.click();
+    expect(chunks).toEqual(["doc:1"]);
+  });
+
+  it("says when a quote is not in the passage word for word", () => {
+    const list = document.createElement("ol");
+    renderSources(list, citedPlaces([citation(1, "made up", "real text", null, null)]), () => {});
+    expect(list.querySelector("mark")).toBeNull();
+    expect(list.textContent).toContain("not found word for word");
+    expect(list.querySelector(".source-doc")!.textContent).toBe("guide1.pdf");
+  });
+});

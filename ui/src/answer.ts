@@ -1,0 +1,101 @@
+// One question and its answer in the conversation, streamed as the model writes, then shown with
+// numbered citation markers; and the sources pane listing the cited passages.
+import type { Answer, EngineEvent } from "./api";
+import type { Citation } from "./bindings/Citation";
+import type { Source } from "./bindings/Source";
+import { el } from "./dom";
+import { location, splitByteRange } from "./format";
+
+export type Cited = { number: number; chunkId: string; path: string; page: number | null; passage: string; quote: string; range: [number, number] | null };
+
+export class ExchangeView {
+  readonly root: HTMLElement;
+  private text: HTMLElement;
+  private markers: HTMLElement;
+  private meta: HTMLElement;
+  private streamed = "";
+  sources: Source[] = [];
+  /// How many text updates arrived while streaming (the UI shows them as they come).
+  updates = 0;
+
+  constructor(question: string, private onMarker: (n: number) => void) {
+    this.text = el("div", { className: "answer-text" });
+    this.markers = el("div", { className: "citation-markers" });
+    this.meta = el("div", { className: "answer-meta muted", text: "searching…" });
+    this.root = el(
+      "article",
+      { className: "exchange", attrs: { "data-state": "streaming" } },
+      el("p", { className: "question", text: question }),
+      el("div", { className: "answer" }, this.text, this.markers),
+      this.meta,
+    );
+  }
+
+  onEvent(e: EngineEvent): void {
+    if (e.type === "retrieved") {
+      this.sources = e.sources;
+      this.meta.textContent = `${e.sources.length} passages found; writing…`;
+    } else if (e.type === "answer_delta") {
+      this.streamed += e.text;
+      this.text.textContent = this.streamed;
+      this.updates++;
+    }
+  }
+
+  finish(answer: Answer): Cited[] {
+    this.text.textContent = answer.text;
+    const cited = citedPlaces(answer.citations);
+    this.markers.replaceChildren(
+      ...cited.map((c) => {
+        const b = el("button", {
+          className: "citation-marker",
+          text: String(c.number),
+          attrs: { type: "button", title: location(c.path, c.page), "data-number": String(c.number) },
+        });
+        b.addEventListener("click", () => this.onMarker(c.number));
+        return b;
+      }),
+    );
+    const s = answer.stats;
+    const ttft = s.time_to_first_token.secs + s.time_to_first_token.nanos / 1e9;
+    this.meta.textContent = `${s.completion_tokens} tokens · first token ${ttft.toFixed(1)} s · ${s.decode_tokens_per_sec.toFixed(1)} tok/s`;
+    this.root.setAttribute("data-state", "done");
+    return cited;
+  }
+
+  fail(message: string): void {
+    this.root.setAttribute("data-state", message === "cancelled" ? "cancelled" : "error");
+    this.meta.textContent = message === "cancelled" ? "stopped" : message;
+    this.meta.classList.toggle("error", message !== "cancelled");
+  }
+}
+
+/// One entry per cited source (a source cited twice keeps its first quote).
+export function citedPlaces(citations: Citation[]): Cited[] {
+  const seen = new Map<number, Cited>();
+  for (const c of citations) {
+    if (!seen.has(c.number))
+      seen.set(c.number, { number: c.number, chunkId: c.chunk_id, path: c.path, page: c.page, passage: c.passage, quote: c.quote, range: c.quote_range });
+  }
+  return [...seen.values()].sort((a, b) => a.number - b.number);
+}
+
+export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkId: string) => void): void {
+  list.replaceChildren(
+    ...cited.map((c) => {
+      const [before, quote, after] = splitByteRange(c.passage, c.range);
+      const passage = el("blockquote", { className: "passage" }, before);
+      if (quote) passage.append(el("mark", { text: quote }), after);
+      const open = el("button", { className: "small", text: "Open document", attrs: { type: "button" } });
+      open.addEventListener("click", () => onOpen(c.chunkId));
+      const li = el(
+        "li",
+        { className: "source", attrs: { id: `source-${c.number}`, "data-page": c.page == null ? "" : String(c.page) } },
+        el("div", { className: "source-head" }, el("span", { className: "source-number", text: String(c.number) }), el("span", { className: "source-doc", text: location(c.path, c.page) }), open),
+        passage,
+      );
+      if (!quote && c.quote) li.append(el("p", { className: "muted", text: `Quoted: “${c.quote}” (not found word for word in this passage)` }));
+      return li;
+    }),
+  );
+}

@@ -1,0 +1,57 @@
+// The only place the UI talks to the backend: typed wrappers over the Tauri commands and events.
+// Types and command names are generated from the Rust side (src/bindings, see src-tauri/src/bindings.rs).
+import { Channel, invoke } from "@tauri-apps/api/core";
+import { listen, type UnlistenFn } from "@tauri-apps/api/event";
+import type { Answer } from "./bindings/Answer";
+import type { AppStatus } from "./bindings/AppStatus";
+import type { Event as EngineEvent } from "./bindings/Event";
+import type { Exchange } from "./bindings/Exchange";
+import type { IngestSummary } from "./bindings/IngestSummary";
+import type { MemoryBudget } from "./bindings/MemoryBudget";
+import type { SetModelsResult } from "./bindings/SetModelsResult";
+import type { Settings } from "./bindings/Settings";
+import { COMMANDS, EVENT_FILES_DROPPED, EVENT_INGEST, EVENT_STATUS_CHANGED } from "./bindings/events";
+
+export type Command = (typeof COMMANDS)[number];
+export type { Answer, AppStatus, EngineEvent, Exchange, IngestSummary, MemoryBudget, Settings };
+
+function call<T>(command: Command, args?: Record<string, unknown>): Promise<T> {
+  return invoke<T>(command, args);
+}
+
+export const api = {
+  status: () => call<AppStatus>("app_status"),
+  addPaths: (paths: string[]) => call<IngestSummary>("add_paths", { paths }),
+  chooseAndAdd: (folders: boolean) => call<IngestSummary | null>("choose_and_add", { folders }),
+  cancelIngest: () => call<boolean>("cancel_ingest"),
+  ask(question: string, onEvent: (e: EngineEvent) => void): Promise<Answer> {
+    const channel = new Channel<EngineEvent>();
+    channel.onmessage = onEvent;
+    return call<Answer>("ask", { question, onEvent: channel });
+  },
+  cancelAnswer: () => call<boolean>("cancel_answer"),
+  memoryBudget: () => call<MemoryBudget>("memory_budget"),
+  openSource: (chunkId: string) => call<void>("open_source", { chunkId }),
+  removeDocument: (docId: string) => call<boolean>("remove_document", { docId }),
+  switchCollection: (name: string) => call<void>("switch_collection", { name }),
+  setModels: (target: string | null, draft: string | null) => call<SetModelsResult>("set_models", { target, draft }),
+  addWatchedFolder: (path: string) => call<IngestSummary>("add_watched_folder", { path }),
+  removeWatchedFolder: (path: string) => call<Settings>("remove_watched_folder", { path }),
+  history: () => call<Exchange[]>("history"),
+  clearHistory: () => call<void>("clear_history"),
+  showMainWindow: () => call<void>("show_main_window"),
+  showQuickAsk: () => call<void>("show_quick_ask"),
+  hideQuickAsk: () => call<void>("hide_quick_ask"),
+};
+
+export const events = {
+  onIngest: (f: (e: EngineEvent) => void): Promise<UnlistenFn> => listen<EngineEvent>(EVENT_INGEST, (e) => f(e.payload)),
+  onStatusChanged: (f: () => void): Promise<UnlistenFn> => listen(EVENT_STATUS_CHANGED, () => f()),
+  onFilesDropped: (f: (paths: string[]) => void): Promise<UnlistenFn> =>
+    listen<string[]>(EVENT_FILES_DROPPED, (e) => f(e.payload)),
+};
+
+/// Errors from commands arrive as strings (one sentence saying what to do).
+export function errorText(e: unknown): string {
+  return typeof e === "string" ? e : e instanceof Error ? e.message : JSON.stringify(e);
+}

@@ -1,0 +1,63 @@
+// The ask box and the conversation, shared by the main window and the quick-ask window.
+import { api, errorText } from "./api";
+import { renderSources, ExchangeView } from "./answer";
+import { byId } from "./dom";
+
+export function setupChat(opts: { onAnswered?: () => void } = {}): void {
+  const form = byId<HTMLFormElement>("ask-form");
+  const question = byId<HTMLTextAreaElement>("question");
+  const askButton = byId<HTMLButtonElement>("ask-button");
+  const stopButton = byId<HTMLButtonElement>("stop-button");
+  const conversation = byId("conversation");
+  const sourceList = byId("source-list");
+  const sourcesEmpty = document.getElementById("sources-empty");
+
+  const showSource = (n: number) => {
+    const item = document.getElementById(`source-${n}`);
+    item?.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    item?.classList.add("flash");
+    window.setTimeout(() => item?.classList.remove("flash"), 900);
+  };
+  const open = (chunkId: string) => api.openSource(chunkId).catch((e) => alert(errorText(e)));
+
+  let busy = false;
+  const setBusy = (b: boolean) => {
+    busy = b;
+    askButton.hidden = b;
+    stopButton.hidden = !b;
+    if (!b) question.focus();
+  };
+
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const q = question.value.trim();
+    if (!q || busy) return;
+    question.value = "";
+    setBusy(true);
+    const view = new ExchangeView(q, showSource);
+    document.getElementById("chat-empty")?.remove();
+    conversation.append(view.root);
+    view.root.scrollIntoView({ block: "end" });
+    try {
+      const answer = await api.ask(q, (e) => {
+        view.onEvent(e);
+        view.root.scrollIntoView({ block: "end" });
+      });
+      const cited = view.finish(answer);
+      renderSources(sourceList, cited, open);
+      if (sourcesEmpty) sourcesEmpty.hidden = cited.length > 0;
+      opts.onAnswered?.();
+    } catch (e) {
+      view.fail(errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  });
+  question.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  stopButton.addEventListener("click", () => void api.cancelAnswer());
+}

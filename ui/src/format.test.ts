@@ -1,0 +1,35 @@
+import { fileName, formatBytes, formatDuration, location, splitByteRange } from "./format";
+
+describe("format", () => {
+  it("prints sizes in decimal units", () => {
+    expect(formatBytes(0)).toBe("0 B");
+    expect(formatBytes(999)).toBe("999 B");
+    expect(formatBytes(1500)).toBe("1.5 KB");
+    expect(formatBytes(1_090_000_000)).toBe("1.1 GB");
+    expect(formatBytes(250_000_000)).toBe("250 MB");
+    expect(formatBytes(-1)).toBe("–");
+  });
+
+  it("prints durations", () => {
+    expect(formatDuration(4.4)).toBe("4 s");
+    expect(formatDuration(125)).toBe("2 min 5 s");
+    expect(formatDuration(3 * 3600 + 7 * 60)).toBe("3 h 7 min");
+  });
+
+  it("names files and pages", () => {
+    expect(fileName("/home/a/fasta_guide.pdf")).toBe("fasta_guide.pdf");
+    expect(fileName("C:\\docs\\x.md")).toBe("x.md");
+    expect(location("/d/fasta_guide.pdf", 12)).toBe("fasta_guide.pdf, p. 12");
+    expect(location("/d/notes.md", null)).toBe("notes.md");
+  });
+
+  it("splits on UTF-8 byte offsets, not UTF-16 indexes", () => {
+    // "é" is 2 bytes, "€" 3 bytes: byte offsets differ from string indexes after them.
+    const text = "café costs 5€ here";
+    const start = new TextEncoder().encode("café costs ").length;
+    const end = start + new TextEncoder().encode("5€").length;
+    expect(splitByteRange(text, [start, end])).toEqual(["café costs ", "5€", " here"]);
+    expect(splitByteRange(text, null)).toEqual([text, "", ""]);
+    expect(splitByteRange(text, [5, 999])).toEqual([text, "", ""]);
+  });
+});

@@ -1,0 +1,41 @@
+// Small pure helpers for what the UI prints.
+
+export function formatBytes(n: number): string {
+  if (!Number.isFinite(n) || n < 0) return "–";
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let i = 0;
+  let v = n;
+  while (v >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i++;
+  }
+  return `${v >= 100 || i === 0 ? Math.round(v) : v.toFixed(1)} ${units[i]}`;
+}
+
+export function formatDuration(seconds: number): string {
+  if (!Number.isFinite(seconds) || seconds < 0) return "–";
+  const s = Math.round(seconds);
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${s % 60} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+export function fileName(path: string): string {
+  const parts = path.split(/[\\/]/);
+  return parts[parts.length - 1] || path;
+}
+
+export function location(path: string, page: number | null): string {
+  return page == null ? fileName(path) : `${fileName(path)}, p. ${page}`;
+}
+
+/// Splits `text` around a byte range (Rust gives UTF-8 byte offsets; JS strings index UTF-16).
+export function splitByteRange(text: string, range: [number, number] | null): [string, string, string] {
+  if (!range) return [text, "", ""];
+  const bytes = new TextEncoder().encode(text);
+  const [start, end] = range;
+  if (start < 0 || end > bytes.length || start > end) return [text, "", ""];
+  const dec = new TextDecoder();
+  return [dec.decode(bytes.slice(0, start)), dec.decode(bytes.slice(start, end)), dec.decode(bytes.slice(end))];
+}

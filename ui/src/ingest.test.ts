@@ -1,0 +1,36 @@
+import { describe as describeState, IngestTracker } from "./ingest";
+
+describe("IngestTracker", () => {
+  it("follows each file through its stages and estimates the time left", () => {
+    let now = 0;
+    const t = new IngestTracker(() => now);
+    t.apply({ type: "ingest_started", files: [{ path: "/a.pdf", bytes: 300 }, { path: "/b.md", bytes: 100 }, { path: "/gone", bytes: 0 }] });
+    expect(t.counts()).toEqual({ done: 0, total: 3 });
+    expect(t.etaSeconds()).toBeNull();
+
+    t.apply({ type: "file_started", path: "/a.pdf" });
+    t.apply({ type: "file_progress", path: "/a.pdf", stage: "embedding", done: 10, total: 20 });
+    now = 10_000;
+    // 150 of 401 weighted bytes done in 10 s.
+    expect(t.progress()).toBeCloseTo(150 / 401, 5);
+    expect(t.etaSeconds()).toBeCloseTo((10 * (1 - 150 / 401)) / (150 / 401), 5);
+    expect(describeState(t.files.get("/a.pdf")!.state)).toBe("embedding 10/20");
+
+    t.apply({ type: "file_finished", path: "/a.pdf", outcome: { status: "indexed", pages: 3, chunks: 20, unreadable_pages: [2] } });
+    t.apply({ type: "file_finished", path: "/gone", outcome: { status: "failed", reason: "cannot read" } });
+    expect(describeState(t.files.get("/a.pdf")!.state)).toBe("indexed: 3 pages, 20 chunks, unreadable pages 2");
+    expect(describeState(t.files.get("/gone")!.state)).toBe("failed: cannot read");
+    expect(t.counts()).toEqual({ done: 2, total: 3 });
+
+    t.apply({ type: "ingest_finished", indexed: 1, unchanged: 0, failed: 1, chunks: 20, cancelled: true });
+    expect(t.files.get("/b.md")!.state.kind).toBe("cancelled");
+    expect(t.summary).toBe("1 indexed, 0 unchanged, 1 failed; 20 chunks (cancelled)");
+    expect(t.etaSeconds()).toBeNull();
+  });
+
+  it("ignores answer events", () => {
+    const t = new IngestTracker(() => 0);
+    t.apply({ type: "answer_delta", text: "x" });
+    expect(t.files.size).toBe(0);
+  });
+});

@@ -1,0 +1,112 @@
+// Tracks a batch ingestion from the engine's events: each file's stage, the batch's progress by
+// bytes, and an ETA from the rate so far.
+import type { EngineEvent } from "./api";
+
+export type FileState =
+  | { kind: "queued" }
+  | { kind: "working"; stage: string; done: number; total: number }
+  | { kind: "indexed"; chunks: number; pages: number; unreadablePages: number[] }
+  | { kind: "unchanged" }
+  | { kind: "failed"; reason: string }
+  | { kind: "cancelled" };
+
+export interface TrackedFile {
+  path: string;
+  bytes: number;
+  state: FileState;
+}
+
+export class IngestTracker {
+  files = new Map<string, TrackedFile>();
+  startedAt = 0;
+  finished = false;
+  summary = "";
+
+  constructor(private now: () => number = () => Date.now()) {}
+
+  apply(e: EngineEvent): void {
+    switch (e.type) {
+      case "ingest_started":
+        this.files = new Map(e.files.map((f) => [f.path, { path: f.path, bytes: f.bytes, state: { kind: "queued" } }]));
+        this.startedAt = this.now();
+        this.finished = false;
+        this.summary = "";
+        break;
+      case "file_started":
+        this.set(e.path, { kind: "working", stage: "reading", done: 0, total: 0 });
+        break;
+      case "file_progress":
+        this.set(e.path, { kind: "working", stage: e.stage, done: e.done, total: e.total });
+        break;
+      case "file_finished": {
+        const o = e.outcome;
+        if (o.status === "indexed")
+          this.set(e.path, { kind: "indexed", chunks: o.chunks, pages: o.pages, unreadablePages: o.unreadable_pages });
+        else if (o.status === "unchanged") this.set(e.path, { kind: "unchanged" });
+        else this.set(e.path, { kind: "failed", reason: o.reason });
+        break;
+      }
+      case "ingest_finished":
+        this.finished = true;
+        for (const f of this.files.values()) if (f.state.kind === "queued" || f.state.kind === "working") f.state = { kind: "cancelled" };
+        this.summary =
+          `${e.indexed} indexed, ${e.unchanged} unchanged, ${e.failed} failed; ${e.chunks} chunks` +
+          (e.cancelled ? " (cancelled)" : "");
+        break;
+      default:
+        break;
+    }
+  }
+
+  private set(path: string, state: FileState) {
+    const f = this.files.get(path);
+    if (f) f.state = state;
+    else this.files.set(path, { path, bytes: 0, state });
+  }
+
+  /// Share of the batch done, by bytes; a file being embedded counts by its chunks done.
+  progress(): number {
+    let total = 0;
+    let done = 0;
+    for (const f of this.files.values()) {
+      const w = Math.max(f.bytes, 1);
+      total += w;
+      const s = f.state;
+      if (s.kind === "working") done += s.total > 0 ? (w * s.done) / s.total : 0;
+      else if (s.kind !== "queued") done += w;
+    }
+    return total === 0 ? 0 : done / total;
+  }
+
+  /// Seconds left at the rate so far; null until there is a rate to go by.
+  etaSeconds(): number | null {
+    const p = this.progress();
+    const elapsed = (this.now() - this.startedAt) / 1000;
+    if (this.finished || p <= 0.01 || elapsed <= 0) return null;
+    return (elapsed * (1 - p)) / p;
+  }
+
+  counts(): { done: number; total: number } {
+    let done = 0;
+    for (const f of this.files.values()) if (!(f.state.kind === "queued" || f.state.kind === "working")) done++;
+    return { done, total: this.files.size };
+  }
+}
+
+export function describe(state: FileState): string {
+  switch (state.kind) {
+    case "queued":
+      return "queued";
+    case "working":
+      return state.stage === "embedding" && state.total > 0 ? `embedding ${state.done}/${state.total}` : state.stage;
+    case "indexed":
+      return `indexed: ${state.pages} pages, ${state.chunks} chunks` +
+        (state.unreadablePages.length ? `, unreadable pages ${state.unreadablePages.join(", ")}` : "");
+    case "unchanged":
+      return "unchanged";
+    case "failed":
+      return `failed: ${state.reason}`;
+    case "cancelled":
+      return "cancelled";
+  }
+}

@@ -1,0 +1,203 @@
+// The main window: library and ingestion, chat, sources, memory budget, settings.
+import { api, errorText, events, type AppStatus, type IngestSummary } from "./api";
+import { setupChat } from "./chat";
+import { byId, el } from "./dom";
+import { fileName, formatBytes, formatDuration } from "./format";
+import { describe, IngestTracker } from "./ingest";
+import { renderMemory } from "./memory";
+import { ExchangeView } from "./answer";
+
+const tracker = new IngestTracker();
+let status: AppStatus | null = null;
+let historyShown = false;
+
+async function refreshStatus() {
+  try {
+    status = await api.status();
+  } catch (e) {
+    showProblems([errorText(e)]);
+    return;
+  }
+  const s = status;
+  const select = byId<HTMLSelectElement>("collection-select");
+  select.replaceChildren(...s.collections.map((c) => el("option", { text: c, attrs: { value: c } })));
+  select.value = s.collection;
+  const pill = byId("model-status");
+  const engine = s.engine.state;
+  pill.textContent =
+    engine === "opening" ? "opening…" : engine === "failed" ? "not ready" : s.model_loaded ? "ready" : "loading model…";
+  pill.dataset.state = engine === "ready" && s.model_loaded ? "ready" : engine;
+  const problems = [...s.problems];
+  if (s.engine.state === "failed") problems.unshift(s.engine.reason);
+  showProblems(problems);
+  if (engine === "ready" && !historyShown) {
+    historyShown = true;
+    void loadHistory();
+  }
+  byId("doc-count").textContent = `(${s.documents.length})`;
+  byId("documents").replaceChildren(
+    ...s.documents.map((d) => {
+      const remove = el("button", { className: "small", text: "Remove", attrs: { type: "button", "aria-label": `Remove ${fileName(d.path)}` } });
+      remove.addEventListener("click", async () => {
+        await api.removeDocument(d.doc_id).catch((e) => alert(errorText(e)));
+      });
+      return el("li", { attrs: { title: d.path } }, el("span", { className: "doc-name", text: fileName(d.path) }), el("span", { className: "muted", text: `${d.pages} p · ${d.chunks} chunks` }), remove);
+    }),
+  );
+  byId<HTMLInputElement>("target-model-input").value = s.target_model.path;
+  byId<HTMLInputElement>("draft-model-input").value = s.draft_model.path;
+  const size = (m: AppStatus["target_model"]) => (m.installed ? formatBytes(m.file_bytes) : "not installed");
+  byId("target-model-size").textContent = size(s.target_model);
+  byId("draft-model-size").textContent = size(s.draft_model);
+  byId("watched-list").replaceChildren(
+    ...s.watched_folders.map((f) => {
+      const b = el("button", { className: "small", text: "Stop watching", attrs: { type: "button" } });
+      b.addEventListener("click", () => api.removeWatchedFolder(f).then(refreshStatus));
+      return el("li", {}, el("span", { text: f }), b);
+    }),
+  );
+}
+
+function showProblems(problems: string[]) {
+  const box = byId("problems");
+  box.hidden = problems.length === 0;
+  box.replaceChildren(...problems.map((p) => el("p", { text: p })));
+}
+
+async function refreshMemory() {
+  try {
+    renderMemory(byId("memory"), await api.memoryBudget());
+  } catch (e) {
+    byId("memory").textContent = errorText(e);
+  }
+}
+
+function renderIngest() {
+  const panel = byId("ingest-panel");
+  panel.hidden = tracker.files.size === 0 || tracker.finished;
+  const { done, total } = tracker.counts();
+  byId("ingest-headline").textContent = `Indexing ${done}/${total} files`;
+  byId<HTMLProgressElement>("ingest-progress").value = tracker.progress();
+  const eta = tracker.etaSeconds();
+  byId("ingest-eta").textContent = eta == null ? "" : `about ${formatDuration(eta)} left`;
+  byId("ingest-files").replaceChildren(
+    ...[...tracker.files.values()].map((f) =>
+      el("li", { attrs: { "data-state": f.state.kind, title: f.path } }, el("span", { className: "doc-name", text: fileName(f.path) }), el("span", { className: "muted", text: `${describe(f.state)}${f.bytes ? ` · ${formatBytes(f.bytes)}` : ""}` })),
+    ),
+  );
+  if (tracker.finished) byId("ingest-summary").replaceChildren(el("p", { text: tracker.summary }));
+}
+
+async function addPaths(run: () => Promise<IngestSummary | null>) {
+  const box = byId("ingest-summary");
+  try {
+    const summary = await run();
+    if (!summary) return;
+    box.replaceChildren(el("p", { text: tracker.summary }));
+    if (summary.failed.length)
+      box.append(
+        el("p", { className: "muted", text: "Skipped:" }),
+        el("ul", { className: "skipped" }, ...summary.failed.map((f) => el("li", { attrs: { title: f.path } }, el("strong", { text: fileName(f.path) }), ` ${f.reason}`))),
+      );
+  } catch (e) {
+    box.replaceChildren(el("p", { className: "error", text: errorText(e) }));
+  }
+}
+
+async function loadHistory() {
+  try {
+    const past = await api.history();
+    const conversation = byId("conversation");
+    if (past.length) document.getElementById("chat-empty")?.remove();
+    for (const x of past.slice(-20)) {
+      const v = new ExchangeView(x.question, () => {});
+      conversation.append(v.root);
+      v.root.querySelector(".answer-text")!.textContent = x.answer;
+      v.root.setAttribute("data-state", "history");
+      v.root.querySelector(".answer-meta")!.textContent = x.citations.map((c) => `[${c.number}] ${fileName(c.path)}${c.page == null ? "" : ` p. ${c.page}`}`).join("  ");
+    }
+  } catch {
+    // No history yet (collection still opening): nothing to show.
+  }
+}
+
+function setupSettings() {
+  const dialog = byId<HTMLDialogElement>("settings-dialog");
+  const error = byId("settings-error");
+  const guard = (f: () => Promise<unknown>) => async () => {
+    error.textContent = "";
+    try {
+      await f();
+    } catch (e) {
+      error.textContent = errorText(e);
+    }
+  };
+  byId("settings-button").addEventListener("click", () => dialog.showModal());
+  byId("save-models-button").addEventListener("click", guard(async () => {
+    const t = byId<HTMLInputElement>("target-model-input").value.trim();
+    const d = byId<HTMLInputElement>("draft-model-input").value.trim();
+    const r = await api.setModels(t || null, d || null);
+    byId("models-message").textContent = r.warnings.length ? r.warnings.join("; ") : "saved";
+  }));
+  byId("watch-button").addEventListener("click", guard(async () => {
+    const input = byId<HTMLInputElement>("watch-input");
+    const path = input.value.trim();
+    if (!path) return;
+    input.value = "";
+    dialog.close();
+    await addPaths(() => api.addWatchedFolder(path));
+  }));
+  byId("new-collection-button").addEventListener("click", guard(async () => {
+    const name = byId<HTMLInputElement>("new-collection-input").value.trim();
+    if (!name) return;
+    byId("conversation").replaceChildren();
+    historyShown = false;
+    await api.switchCollection(name);
+    dialog.close();
+  }));
+  byId("clear-history-button").addEventListener("click", guard(async () => {
+    await api.clearHistory();
+    byId("conversation").replaceChildren();
+  }));
+}
+
+function setup() {
+  setupChat({ onAnswered: () => void refreshMemory() });
+  setupSettings();
+  byId("add-path-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const input = byId<HTMLInputElement>("add-path-input");
+    const path = input.value.trim();
+    if (!path) return;
+    input.value = "";
+    void addPaths(() => api.addPaths([path]));
+  });
+  byId("add-files-button").addEventListener("click", () => void addPaths(() => api.chooseAndAdd(false)));
+  byId("add-folder-button").addEventListener("click", () => void addPaths(() => api.chooseAndAdd(true)));
+  byId("cancel-ingest-button").addEventListener("click", () => void api.cancelIngest());
+  byId("quick-ask-button").addEventListener("click", () => void api.showQuickAsk());
+  byId<HTMLSelectElement>("collection-select").addEventListener("change", async (ev) => {
+    const name = (ev.target as HTMLSelectElement).value;
+    byId("conversation").replaceChildren();
+    historyShown = false;
+    await api.switchCollection(name).catch((e) => showProblems([errorText(e)]));
+  });
+  void events.onIngest((e) => {
+    tracker.apply(e);
+    renderIngest();
+  });
+  void events.onStatusChanged(() => {
+    void refreshStatus();
+    void refreshMemory();
+  });
+  void events.onFilesDropped((paths) => void addPaths(() => api.addPaths(paths)));
+  // The ETA and memory move even when no event arrives.
+  window.setInterval(() => {
+    if (!tracker.finished && tracker.files.size) renderIngest();
+  }, 1000);
+  window.setInterval(() => void refreshMemory(), 3000);
+  void refreshStatus();
+  void refreshMemory();
+}
+
+setup();

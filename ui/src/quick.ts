@@ -1,0 +1,11 @@
+// The tray's quick-ask window: ask, read the streamed answer and its sources, jump to the app.
+import { api } from "./api";
+import { setupChat } from "./chat";
+import { byId } from "./dom";
+
+setupChat();
+byId("open-main-button").addEventListener("click", () => void api.showMainWindow());
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape") void api.hideQuickAsk();
+});
+byId<HTMLTextAreaElement>("question").focus();
