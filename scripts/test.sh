@@ -6,4 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quire/target}"
 (cd ui && npm test && npm run build)
-cargo test --release --workspace
+# --show-output: the figures the end-to-end tests print (memory prediction, first token) land in the log.
+cargo test --release --workspace -- --show-output

@@ -83,24 +83,29 @@ struct App {
 impl App {
     /// Starts the app with a fresh QUIRE_HOME holding `settings`, and the installed models.
     fn start(settings: Value) -> App {
+        App::start_with_models(settings, &quire_models::models_dir().unwrap(), &[])
+    }
+
+    fn start_with_models(settings: Value, models: &Path, env: &[(&str, &str)]) -> App {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("settings.json"), settings.to_string()).unwrap();
         let mut display_proc = None;
         let display = match std::env::var("DISPLAY") {
             Ok(d) if !d.is_empty() => d,
             _ => {
-                let n = 90 + (std::process::id() % 100);
-                let d = format!(":{n}");
-                let child = Killed::spawn(
+                // Xvfb picks a free display itself and writes its number to stdout.
+                let mut child = Killed::spawn(
                     Command::new("Xvfb")
-                        .args([d.as_str(), "-screen", "0", "1920x1200x24", "-nolisten", "tcp"])
-                        .stdout(Stdio::null())
+                        .args(["-displayfd", "1", "-screen", "0", "1920x1200x24", "-nolisten", "tcp"])
+                        .stdout(Stdio::piped())
                         .stderr(Stdio::null()),
                 )
                 .expect("Xvfb not found: install the xvfb package (scripts/setup.sh does)");
+                let mut line = String::new();
+                std::io::BufRead::read_line(&mut std::io::BufReader::new(child.0.stdout.take().unwrap()), &mut line).unwrap();
+                let n: u32 = line.trim().parse().unwrap_or_else(|_| panic!("Xvfb did not report its display: {line:?}"));
                 display_proc = Some(child);
-                std::thread::sleep(Duration::from_millis(800));
-                d
+                format!(":{n}")
             }
         };
         let (port, native) = (free_port(), free_port());
@@ -108,10 +113,11 @@ impl App {
             .args(["--port", &port.to_string(), "--native-port", &native.to_string()])
             .env("DISPLAY", &display)
             .env("QUIRE_HOME", home.path())
-            .env("QUIRE_MODELS", quire_models::models_dir().unwrap())
+            .env("QUIRE_MODELS", models)
             // Software rendering: Xvfb has no GPU, and WebKit's compositor would stall without it.
             .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
-            .env("LIBGL_ALWAYS_SOFTWARE", "1"))
+            .env("LIBGL_ALWAYS_SOFTWARE", "1")
+            .envs(env.iter().copied()))
             .expect("tauri-driver not found: `cargo install tauri-driver --locked` (scripts/setup.sh does)");
         wait_for_port(port, "tauri-driver");
         let base = format!("http://127.0.0.1:{port}");
@@ -423,4 +429,27 @@ fn memory_prediction_matches_resident_memory_of_the_default_model() {
     assert!(weights > 1_000_000_000, "the 1.5B target's weights are counted: {weights}");
     assert!(error.abs() <= 0.10, "prediction {predicted} within 10% of RSS {rss}");
     app.screenshot("08-memory-default-model.png");
+}
+
+/// First start on a machine without the models: the window opens and says what is missing and
+/// what to do, instead of failing. Run in GTK's dark theme, which the UI follows.
+#[test]
+fn first_start_without_models_says_what_is_missing() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    let no_models = tempfile::tempdir().unwrap();
+    // In the dark theme: the UI follows the system's (GTK's) preference.
+    let app = App::start_with_models(json!({}), no_models.path(), &[("GTK_THEME", "Adwaita:dark")]);
+    let problems = app.wait_until("the problems banner", Duration::from_secs(60), |a| {
+        let p = a.text("#problems");
+        (a.attr("#problems", "hidden").is_none() && p.contains("quire models fetch")).then_some(p)
+    });
+    eprintln!("problems shown: {problems}");
+    assert!(problems.contains("all-minilm-l6-v2"), "names the missing embedder: {problems}");
+    assert!(problems.contains("answer model"), "names the missing answer model: {problems}");
+    assert_eq!(app.attr("#model-status", "data-state").as_deref(), Some("failed"));
+    let background = app.js("return getComputedStyle(document.documentElement).backgroundColor;", json!([]));
+    eprintln!("page background in the dark theme: {background}");
+    let rgb: Vec<u32> = background.as_str().unwrap().split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect();
+    assert!(rgb.len() >= 3 && rgb[..3].iter().sum::<u32>() < 150, "dark background under GTK's dark theme: {background}");
+    app.screenshot("09-first-start-without-models-dark.png");
 }

@@ -43,7 +43,7 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
     let draft = model_choice(settings.draft_path());
     let mut problems = Vec::new();
     if !quire_models::MINILM.is_installed() {
-        problems.push(format!("{} (run `quire models fetch`)", quire_models::missing_model_error(&quire_models::MINILM)));
+        problems.push(format!("The embedding {}.", quire_models::missing_model_error(&quire_models::MINILM)));
     }
     if !target.installed {
         problems.push(format!(

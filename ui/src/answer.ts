@@ -85,7 +85,14 @@ export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkI
     ...cited.map((c) => {
       const [before, quote, after] = splitByteRange(c.passage, c.range);
       const passage = el("blockquote", { className: "passage" }, before);
-      if (quote) passage.append(el("mark", { text: quote }), after);
+      if (quote) {
+        const mark = el("mark", { text: quote });
+        passage.append(mark, after);
+        // Show the quoted words, not the top of a long passage.
+        requestAnimationFrame(() => {
+          passage.scrollTop = Math.max(0, mark.offsetTop - passage.offsetTop - 40);
+        });
+      }
       const open = el("button", { className: "small", text: "Open document", attrs: { type: "button" } });
       open.addEventListener("click", () => onOpen(c.chunkId));
       const li = el(

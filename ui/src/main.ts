@@ -28,7 +28,8 @@ async function refreshStatus() {
     engine === "opening" ? "opening…" : engine === "failed" ? "not ready" : s.model_loaded ? "ready" : "loading model…";
   pill.dataset.state = engine === "ready" && s.model_loaded ? "ready" : engine;
   const problems = [...s.problems];
-  if (s.engine.state === "failed") problems.unshift(s.engine.reason);
+  // A missing model is already said in plain words; other failures are shown as they are.
+  if (s.engine.state === "failed" && problems.length === 0) problems.push(s.engine.reason);
   showProblems(problems);
   if (engine === "ready" && !historyShown) {
     historyShown = true;
@@ -67,8 +68,9 @@ function showProblems(problems: string[]) {
 async function refreshMemory() {
   try {
     renderMemory(byId("memory"), await api.memoryBudget());
-  } catch (e) {
-    byId("memory").textContent = errorText(e);
+  } catch {
+    // Until a collection is open there is nothing to measure; the banner says why.
+    byId("memory").replaceChildren(el("p", { className: "muted", text: "Memory figures show once the collection is open." }));
   }
 }
 

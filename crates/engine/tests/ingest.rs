@@ -115,3 +115,68 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
         assert!(answer.sources.iter().any(|s| s.chunk_id == c.chunk_id && s.text == c.passage));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn progress_events_follow_each_file_and_cancel_stops_between_files() {
+    let docs = quire_testkit::copy_samples(&["markdown"]);
+    let data = tempfile::tempdir().unwrap();
+    let engine = engine(data.path()).await;
+    let cancel = Cancel::new();
+    let mut events = Vec::new();
+    let stopper = cancel.clone();
+    let report = engine
+        .ingest(&[docs.path().to_path_buf()], &mut |e| {
+            // Cancel as soon as the first file is stored: the other two must not be touched.
+            if matches!(e, Event::FileFinished { .. }) {
+                stopper.cancel();
+            }
+            events.push(e);
+        }, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(report.files.len(), 1, "{report:?}");
+    assert_eq!(engine.documents().await.unwrap().len(), 1);
+    match &events[0] {
+        Event::IngestStarted { files } => {
+            assert_eq!(files.len(), 3);
+            assert!(files.iter().all(|f| f.bytes > 0), "{files:?}");
+        }
+        e => panic!("first event {e:?}"),
+    }
+    let stages: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::FileProgress { stage, .. } => Some(*stage),
+            _ => None,
+        })
+        .collect();
+    use quire_engine::FileStage::*;
+    assert_eq!(stages.first(), Some(&Reading));
+    for stage in [Chunking, Embedding, Storing] {
+        assert!(stages.contains(&stage), "{stage:?} reported: {stages:?}");
+    }
+    assert!(matches!(events.last(), Some(Event::IngestFinished { cancelled: true, indexed: 1, .. })), "{:?}", events.last());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_answer_ends_with_the_cancelled_error() {
+    let docs = quire_testkit::copy_samples(&["markdown/notify-README.md"]);
+    let data = tempfile::tempdir().unwrap();
+    let engine = engine(data.path()).await;
+    engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}, &Cancel::new()).await.unwrap();
+    let cancel = Cancel::new();
+    let stopper = cancel.clone();
+    let mut deltas = 0;
+    let err = engine
+        .ask("What does notify watch?", &mut |e| {
+            if matches!(e, Event::AnswerDelta { .. }) {
+                deltas += 1;
+                stopper.cancel();
+            }
+        }, &cancel)
+        .await
+        .unwrap_err();
+    assert!(err.is::<quire_engine::Cancelled>(), "{err:#}");
+    // Generation stops at the next token: a couple of pieces at most, not the whole answer.
+    assert!((1..=3).contains(&deltas), "{deltas} deltas after cancelling");
+}
