@@ -296,9 +296,11 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     // Add the folder the way the path box does it; every file reports, the bad ones with reasons.
     app.type_into("#add-path-input", docs.path().to_str().unwrap());
     app.click("#add-path-button");
-    let summary = app.wait_until("the ingestion summary", Duration::from_secs(600), |a| {
+    // The summary line comes with the last progress event; the list of skipped files when the
+    // command returns, just after.
+    let summary = app.wait_until("the ingestion summary with the skipped files", Duration::from_secs(600), |a| {
         let s = a.text("#ingest-summary");
-        s.contains("indexed").then_some(s)
+        (s.contains("indexed") && s.contains("Skipped")).then_some(s)
     });
     eprintln!("ingest summary: {summary}");
     assert!(summary.contains("failed"), "{summary}");

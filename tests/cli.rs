@@ -96,3 +96,36 @@ fn default_model_answers_cite_the_page_with_the_fact() {
         assert!(answer["text"].as_str().unwrap().contains(fact), "{question}: answer {}", answer["text"]);
     }
 }
+
+/// `quire eval retrieval` on a small BEIR-format dataset whose answers are unambiguous: every
+/// mode must rank the one relevant document first, and the table must hold all four metrics.
+#[test]
+fn eval_retrieval_on_a_small_beir_dataset() {
+    let home = Home::new();
+    let data = tempfile::tempdir().unwrap();
+    let corpus = [
+        ("d-tides", "Tides", "Ocean tides are caused by the gravitational pull of the Moon and the Sun on the oceans."),
+        ("d-bread", "Baking bread", "Yeast ferments the sugars in the dough and releases carbon dioxide, which makes bread rise."),
+        ("d-volcano", "Volcanoes", "A volcano erupts when magma from the mantle rises through cracks in the crust."),
+    ];
+    let lines: Vec<String> = corpus.iter().map(|(id, t, x)| serde_json::json!({"_id": id, "title": t, "text": x}).to_string()).collect();
+    std::fs::write(data.path().join("corpus.jsonl"), lines.join("\n")).unwrap();
+    std::fs::write(
+        data.path().join("queries.jsonl"),
+        "{\"_id\": \"q1\", \"text\": \"What makes bread rise when yeast ferments the dough?\"}\n\
+         {\"_id\": \"q2\", \"text\": \"Why do volcanoes erupt magma?\"}\n\
+         {\"_id\": \"q3\", \"text\": \"not judged\"}\n",
+    )
+    .unwrap();
+    std::fs::create_dir(data.path().join("qrels")).unwrap();
+    std::fs::write(data.path().join("qrels/test.tsv"), "query-id\tcorpus-id\tscore\nq1\td-bread\t1\nq2\td-volcano\t1\n").unwrap();
+    let out = home.quire(&["eval", "retrieval", data.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("3 documents, 2 judged queries"), "{stdout}");
+    for mode in ["dense", "bm25", "hybrid"] {
+        let row = stdout.lines().find(|l| l.starts_with(mode)).unwrap_or_else(|| panic!("no {mode} row: {stdout}"));
+        let cols: Vec<f64> = row.split_whitespace().skip(1).map(|c| c.parse().unwrap()).collect();
+        assert_eq!(&cols[..4], &[100.0, 100.0, 100.0, 100.0], "{mode}: {row}");
+    }
+}

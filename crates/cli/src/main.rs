@@ -1,6 +1,7 @@
 //! `quire`: the command line over the engine (ingest, ask, search, list, remove, models, bench).
 
 mod bench;
+mod eval;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -67,6 +68,11 @@ enum Command {
     },
     /// Measure embedding throughput, search latency and decode speed.
     Bench(bench::BenchArgs),
+    /// Measure quality: retrieval metrics on a BEIR-format dataset.
+    Eval {
+        #[command(subcommand)]
+        what: eval::EvalCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -160,6 +166,7 @@ async fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Models { action } => models(action.unwrap_or(ModelsAction::List)),
         Command::Bench(args) => bench::run(args).await.map(|_| ExitCode::SUCCESS),
+        Command::Eval { what } => eval::run(what).await.map(|_| ExitCode::SUCCESS),
     }
 }
 

@@ -5,13 +5,18 @@
 use std::path::{Path, PathBuf};
 
 /// The shared sample documents. Panics with instructions when they are not there.
+/// Found from the test's working folder (cargo runs tests in their package's folder), walking up
+/// to the folder that holds `shared/`, not from a path baked in at compile time: the build is
+/// shared between checkouts in different places.
 pub fn sample_docs() -> PathBuf {
     if let Some(dir) = std::env::var_os("QUIRE_SAMPLE_DOCS") {
         return PathBuf::from(dir);
     }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = repo.join("../shared/sample-docs");
-    assert!(dir.is_dir(), "sample documents not found at {}: set QUIRE_SAMPLE_DOCS", dir.display());
+    let cwd = std::env::current_dir().expect("current folder");
+    let found = cwd.ancestors().map(|a| a.join("shared/sample-docs")).find(|d| d.is_dir());
+    let dir = found.unwrap_or_else(|| {
+        panic!("sample documents not found in shared/sample-docs above {}: set QUIRE_SAMPLE_DOCS", cwd.display())
+    });
     dir.canonicalize().expect("canonical sample-docs path")
 }
 
