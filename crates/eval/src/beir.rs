@@ -26,6 +26,7 @@ struct Query {
     text: String,
 }
 
+#[derive(Debug)]
 pub struct Dataset {
     pub corpus: Vec<Document>,
     /// The queries that have judgements in the split, in the file's order.

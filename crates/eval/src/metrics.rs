@@ -18,16 +18,16 @@ pub struct QueryScores {
     pub mrr_at_10: f64,
 }
 
+/// Discounted cumulative gain of the top `k`: Σ rel_i / log2(i + 1), ranks from 1.
+pub fn dcg_at(k: usize, gains: impl IntoIterator<Item = u32>) -> f64 {
+    gains.into_iter().take(k).enumerate().map(|(i, rel)| rel as f64 / ((i + 2) as f64).log2()).sum()
+}
+
 pub fn ndcg_at(k: usize, ranking: &[&str], judged: &HashMap<String, u32>) -> f64 {
-    let dcg: f64 = ranking
-        .iter()
-        .take(k)
-        .enumerate()
-        .map(|(i, doc)| judged.get(*doc).copied().unwrap_or(0) as f64 / ((i + 2) as f64).log2())
-        .sum();
+    let dcg = dcg_at(k, ranking.iter().map(|d| judged.get(*d).copied().unwrap_or(0)));
     let mut ideal: Vec<u32> = judged.values().copied().filter(|&r| r > 0).collect();
     ideal.sort_unstable_by(|a, b| b.cmp(a));
-    let idcg: f64 = ideal.iter().take(k).enumerate().map(|(i, &r)| r as f64 / ((i + 2) as f64).log2()).sum();
+    let idcg = dcg_at(k, ideal);
     if idcg == 0.0 { 0.0 } else { dcg / idcg }
 }
 
@@ -91,9 +91,15 @@ mod tests {
         let want = (2.0 / 3f64.log2() + 1.0 / 4f64.log2()) / (2.0 + 1.0 / 3f64.log2());
         assert!((got - want).abs() < EPS, "{got} vs {want}");
         assert!((got - 0.669_671_816_494).abs() < 1e-9, "{got}");
-        // A wrong log base (ln) or a 0-based rank would change the value.
-        let ln_based = (2.0 / 3f64.ln() + 1.0 / 4f64.ln()) / (2.0 / 2f64.ln() + 1.0 / 3f64.ln());
-        assert!((got - ln_based).abs() > 1e-3);
+        // DCG itself: 2/log2(3) + 1/log2(4) = 1.7618595. With ln it would be 2.5418; with ranks
+        // from 0 the first term would divide by log2(1) = 0.
+        assert!((dcg_at(10, [0, 2, 1]) - 1.761_859_507_142_915).abs() < 1e-12);
+        assert!((dcg_at(10, [0, 2, 1]) - (2.0 / 3f64.ln() + 1.0 / 4f64.ln())).abs() > 0.5);
+        assert!((dcg_at(10, [3]) - 3.0).abs() < EPS, "rank 1 is not discounted");
+        // A definition that leaves rank 1 undiscounted and divides later ranks by log2(rank)
+        // gives another nDCG here (0.877): the test pins trec_eval's.
+        let other = (0.0 + 2.0 / 2f64.log2() + 1.0 / 3f64.log2()) / (2.0 + 1.0 / 2f64.log2());
+        assert!((got - other).abs() > 1e-2);
         // Perfect order scores 1; the cut-off drops later ranks.
         assert!((ndcg_at(10, &["a", "b"], &j) - 1.0).abs() < EPS);
         assert!((ndcg_at(1, &["x", "a"], &j)).abs() < EPS);
