@@ -8,7 +8,7 @@ use tauri::ipc::Channel;
 use tauri::{AppHandle, Emitter, Manager, State};
 
 use quire_engine::history::{Exchange, History};
-use quire_engine::memory::MemoryReading;
+use quire_engine::memory::{self, MemoryReading};
 use quire_engine::{Answer, Cancelled, Event, FileOutcome, MemoryBudget};
 use quire_engine::ModelFootprint;
 
@@ -203,14 +203,9 @@ pub async fn set_models(app: AppHandle, state: State<'_, AppState>, target: Opti
     let available = MemoryReading::now().machine_available_bytes;
     for (role, path) in [("answer", &target), ("draft", &draft)] {
         if let Some(p) = path {
-            let f = ModelFootprint::of_gguf(std::path::Path::new(p)).map_err(|e| format!("the {role} model cannot be used: {e:#}"))?;
-            if f.weights_bytes > available {
-                warnings.push(format!(
-                    "the {role} model needs about {} MB and {} MB are available now",
-                    f.weights_bytes / 1_000_000,
-                    available / 1_000_000
-                ));
-            }
+            let path = std::path::Path::new(p);
+            let f = ModelFootprint::of_gguf(path).map_err(|e| format!("the {role} model cannot be used: {e:#}"))?;
+            warnings.extend(memory::fit_warning(role, path, &f, CONTEXT_TOKENS, available));
         }
     }
     state

@@ -104,6 +104,20 @@ pub fn folder_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// A warning when a model, with its KV cache at `context_tokens`, would take more than its
+/// share of the `available` memory; `None` when it fits.
+pub fn fit_warning(role: &str, path: &Path, f: &ModelFootprint, context_tokens: u32, available: u64) -> Option<String> {
+    let needed = f.weights_bytes + f.kv_bytes(context_tokens as u64);
+    (needed as f64 > available as f64 * FIT_SHARE).then(|| {
+        format!(
+            "the {role} model {} needs about {} MB but only {} MB are available: close other programs or pick a smaller model",
+            path.display(),
+            needed / 1_000_000,
+            available / 1_000_000
+        )
+    })
+}
+
 /// Builds the budget. `rss_without_llm` is the process's resident memory without the answer
 /// model (the embedder is loaded whenever a collection is open, so it is in there).
 pub fn budget(
@@ -126,14 +140,8 @@ pub fn budget(
         match ModelFootprint::of_gguf(m.path) {
             Ok(f) => {
                 let kv = f.kv_bytes(context_tokens as u64);
-                if !m.loaded && (f.weights_bytes + kv) as f64 > reading.machine_available_bytes as f64 * FIT_SHARE {
-                    warnings.push(format!(
-                        "the {} model {} needs about {} MB but only {} MB are available: close other programs or pick a smaller model",
-                        m.role,
-                        m.path.display(),
-                        (f.weights_bytes + kv) / 1_000_000,
-                        reading.machine_available_bytes / 1_000_000
-                    ));
+                if !m.loaded {
+                    warnings.extend(fit_warning(m.role, m.path, &f, context_tokens, reading.machine_available_bytes));
                 }
                 models.push(ModelMemory {
                     role: m.role.into(),
@@ -158,4 +166,27 @@ pub fn budget(
         machine_available_bytes: reading.machine_available_bytes,
         warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warns_when_weights_and_kv_pass_the_share_of_available_memory() {
+        let f = ModelFootprint {
+            architecture: "qwen2".into(),
+            file_bytes: 0,
+            weights_bytes: 800_000_000,
+            kv_bytes_per_token: 10_000,
+            context_length: 4096,
+            layers: 1,
+        };
+        let path = Path::new("/m/x.gguf");
+        // 800 MB + 1,000 tokens × 10 kB = 810 MB; 90 % of 1,000 MB is 900 MB: fits.
+        assert_eq!(fit_warning("target", path, &f, 1_000, 1_000_000_000), None);
+        // 90 % of 880 MB is 792 MB: does not fit, and the message names role, file and sizes.
+        let w = fit_warning("draft", path, &f, 1_000, 880_000_000).unwrap();
+        assert!(w.contains("draft model /m/x.gguf needs about 810 MB but only 880 MB"), "{w}");
+    }
 }
