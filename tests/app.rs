@@ -367,9 +367,17 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     app.click("#settings-dialog button[value=close]");
 
     // A question asked while a large ingestion runs gets its first token before the ingestion ends.
+    // Thirty long documents whose every paragraph differs (identical copies would share their
+    // chunks' vectors and take no embedding at all).
     let big = tempfile::tempdir().unwrap();
+    let mut paragraphs = Vec::new();
+    for entry in std::fs::read_dir(docs.path().join("markdown")).unwrap() {
+        let body = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        paragraphs.extend(body.split("\n\n").map(str::to_string));
+    }
     for i in 0..30 {
-        std::fs::copy(docs.path().join("4ti2_manual.pdf"), big.path().join(format!("manual-{i:02}.pdf"))).unwrap();
+        let body: Vec<String> = paragraphs.iter().map(|p| format!("Copy {i}: {p}")).collect();
+        std::fs::write(big.path().join(format!("notes-{i:02}.md")), body.join("\n\n")).unwrap();
     }
     app.type_into("#add-path-input", big.path().to_str().unwrap());
     app.click("#add-path-button");

@@ -81,16 +81,33 @@ pub async fn ingest_paths(app: &AppHandle, state: &AppState, paths: Vec<PathBuf>
     if paths.is_empty() {
         return Err("nothing to add: drop files or folders, or pick them with Add files".into());
     }
+    run_ingestion(app, state, IngestWork::Add(paths)).await
+}
+
+/// The kinds of ingestion the app runs, one at a time, all reported the same way.
+pub enum IngestWork {
+    /// Files and folders the user added.
+    Add(Vec<PathBuf>),
+    /// Paths the folder watcher saw change: synced with what is on disk now.
+    Sync(Vec<PathBuf>),
+    /// What an interrupted ingestion left queued.
+    Resume,
+}
+
+pub async fn run_ingestion(app: &AppHandle, state: &AppState, work: IngestWork) -> Reply<IngestSummary> {
     let engine = state.engine().await.map_err(say)?;
     let _turn = state.ingest_turn.lock().await;
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
     let cancel = start_job(&state.ingest_cancel);
     let emitter = app.clone();
-    let result = engine
-        .ingest(&paths, &mut |event: Event| {
-            let _ = emitter.emit(EVENT_INGEST, &event);
-        }, &cancel)
-        .await;
+    let mut on_event = |event: Event| {
+        let _ = emitter.emit(EVENT_INGEST, &event);
+    };
+    let result = match &work {
+        IngestWork::Add(paths) => engine.ingest(paths, &mut on_event, &cancel).await,
+        IngestWork::Sync(paths) => engine.sync_paths(paths, &mut on_event, &cancel).await,
+        IngestWork::Resume => engine.resume(&mut on_event, &cancel).await,
+    };
     cancel_job(&state.ingest_cancel);
     drop(_turn);
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
@@ -234,12 +251,14 @@ pub async fn add_watched_folder(app: AppHandle, state: State<'_, AppState>, path
             }
         })
         .map_err(say)?;
+    state.watch(crate::state::WatchChange::Add(folder.clone()));
     ingest_paths(&app, &state, vec![folder]).await
 }
 
 #[tauri::command]
 pub fn remove_watched_folder(app: AppHandle, state: State<'_, AppState>, path: String) -> Reply<Settings> {
     let settings = state.update_settings(|s| s.watched_folders.retain(|f| f != &path)).map_err(say)?;
+    state.watch(crate::state::WatchChange::Remove(PathBuf::from(&path)));
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
     Ok(settings)
 }

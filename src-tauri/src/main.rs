@@ -21,6 +21,8 @@ use tauri::{DragDropEvent, Emitter, Manager, WindowEvent};
 use crate::state::AppState;
 
 fn main() {
+    // When started as a loader child process, this loads one file and exits (before any window).
+    quire_ingest::isolate::serve_if_worker();
     quire_ingest::quiet_parser_panics();
     let home = match quire_models::quire_home() {
         Ok(h) => h,
@@ -85,7 +87,8 @@ fn main() {
 }
 
 /// Opens the collection, loads the answer model (so the first answer does not wait for it),
-/// then brings the watched folders up to date (unchanged files are skipped).
+/// finishes what an interrupted ingestion left, brings the watched folders up to date
+/// (unchanged files are skipped), then follows them.
 async fn start_engine(app: tauri::AppHandle) {
     let state = app.state::<AppState>();
     let opened = state.open_engine().await;
@@ -100,10 +103,52 @@ async fn start_engine(app: tauri::AppHandle) {
         }
         let _ = app.emit(ipc::EVENT_STATUS_CHANGED, ());
     }
+    if !engine.pending_files().is_empty() {
+        if let Err(e) = commands::run_ingestion(&app, &state, commands::IngestWork::Resume).await {
+            eprintln!("the interrupted ingestion was not resumed: {e}");
+        }
+    }
     let folders: Vec<std::path::PathBuf> = settings.watched_folders.iter().map(Into::into).collect();
     if !folders.is_empty() {
-        if let Err(e) = commands::ingest_paths(&app, &state, folders).await {
+        if let Err(e) = commands::ingest_paths(&app, &state, folders.clone()).await {
             eprintln!("watched folders were not re-scanned: {e}");
+        }
+    }
+    follow_watched_folders(app.clone(), folders).await;
+}
+
+/// Follows the watched folders until the app quits: each debounced set of changed paths is
+/// synced through the same one-at-a-time ingestion as the user's own additions.
+async fn follow_watched_folders(app: tauri::AppHandle, folders: Vec<std::path::PathBuf>) {
+    use quire_engine::watch::{FolderWatcher, DEBOUNCE};
+    use state::WatchChange;
+    let state = app.state::<AppState>();
+    let mut watcher = match FolderWatcher::new(DEBOUNCE) {
+        Ok(w) => w,
+        Err(e) => return eprintln!("watched folders are re-scanned at start only: {e:#}"),
+    };
+    for f in &folders {
+        if let Err(e) = watcher.watch(f) {
+            eprintln!("{e:#}");
+        }
+    }
+    let (tx, mut control) = tokio::sync::mpsc::unbounded_channel();
+    *state.watch_control.lock().expect("watch lock") = Some(tx);
+    loop {
+        tokio::select! {
+            change = control.recv() => match change {
+                Some(WatchChange::Add(f)) => if let Err(e) = watcher.watch(&f) { eprintln!("{e:#}") },
+                Some(WatchChange::Remove(f)) => if let Err(e) = watcher.unwatch(&f) { eprintln!("{e:#}") },
+                None => return,
+            },
+            changed = watcher.next_changes() => match changed {
+                Some(paths) => {
+                    if let Err(e) = commands::run_ingestion(&app, &state, commands::IngestWork::Sync(paths)).await {
+                        eprintln!("a change in a watched folder was not indexed: {e}");
+                    }
+                }
+                None => return,
+            },
         }
     }
 }

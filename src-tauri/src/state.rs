@@ -31,6 +31,14 @@ pub struct AppState {
     /// Set when the main window's page has loaded; the answer model loads after it, so the
     /// window comes up first and the memory measured before the load has settled.
     pub main_page_loaded: tokio::sync::Notify,
+    /// Tells the folder-watching task which folders to follow (set once that task runs).
+    pub watch_control: Mutex<Option<tokio::sync::mpsc::UnboundedSender<WatchChange>>>,
+}
+
+/// A change to the set of watched folders, sent to the task that follows them.
+pub enum WatchChange {
+    Add(PathBuf),
+    Remove(PathBuf),
 }
 
 impl AppState {
@@ -44,6 +52,15 @@ impl AppState {
             ingest_cancel: Mutex::new(None),
             answer_cancel: Mutex::new(None),
             main_page_loaded: tokio::sync::Notify::new(),
+            watch_control: Mutex::new(None),
+        }
+    }
+
+    /// Starts or stops following a folder (no-op before the watching task runs; it starts
+    /// with the folders in the settings).
+    pub fn watch(&self, change: WatchChange) {
+        if let Some(tx) = &*self.watch_control.lock().expect("watch lock") {
+            let _ = tx.send(change);
         }
     }
 
@@ -68,6 +85,7 @@ impl AppState {
             llm_path: settings.target_path()?,
             top_k: TOP_K,
             max_answer_tokens: MAX_ANSWER_TOKENS,
+            loader: Some(quire_engine::Isolation::current_exe()?),
         })
     }
 

@@ -16,16 +16,29 @@ describe("IngestTracker", () => {
     expect(t.etaSeconds()).toBeCloseTo((10 * (1 - 150 / 401)) / (150 / 401), 5);
     expect(describeState(t.files.get("/a.pdf")!.state)).toBe("embedding 10/20");
 
-    t.apply({ type: "file_finished", path: "/a.pdf", outcome: { status: "indexed", pages: 3, chunks: 20, unreadable_pages: [2] } });
+    t.apply({ type: "ingest_progress", files_done: 0, files_total: 3, chunks_embedded: 10, chunks_per_s: 1.5, eta_s: 12 });
+    expect(t.chunksPerSecond).toBe(1.5);
+    t.apply({ type: "file_finished", path: "/a.pdf", outcome: { status: "indexed", pages: 3, chunks: 20, embedded: 20, unreadable_pages: [2] } });
     t.apply({ type: "file_finished", path: "/gone", outcome: { status: "failed", reason: "cannot read" } });
     expect(describeState(t.files.get("/a.pdf")!.state)).toBe("indexed: 3 pages, 20 chunks, unreadable pages 2");
     expect(describeState(t.files.get("/gone")!.state)).toBe("failed: cannot read");
     expect(t.counts()).toEqual({ done: 2, total: 3 });
 
-    t.apply({ type: "ingest_finished", indexed: 1, unchanged: 0, failed: 1, chunks: 20, cancelled: true });
+    t.apply({ type: "ingest_finished", indexed: 1, unchanged: 0, removed: 0, failed: 1, chunks: 20, cancelled: true });
     expect(t.files.get("/b.md")!.state.kind).toBe("cancelled");
     expect(t.summary).toBe("1 indexed, 0 unchanged, 1 failed; 20 chunks (cancelled)");
     expect(t.etaSeconds()).toBeNull();
+  });
+
+  it("shows reused chunks and removed files", () => {
+    const t = new IngestTracker(() => 0);
+    t.apply({ type: "ingest_started", files: [{ path: "/renamed.md", bytes: 10 }] });
+    t.apply({ type: "file_finished", path: "/renamed.md", outcome: { status: "indexed", pages: 1, chunks: 4, embedded: 1, unreadable_pages: [] } });
+    t.apply({ type: "file_finished", path: "/old.md", outcome: { status: "removed" } });
+    expect(describeState(t.files.get("/renamed.md")!.state)).toBe("indexed: 1 pages, 4 chunks (3 reused)");
+    expect(describeState(t.files.get("/old.md")!.state)).toBe("removed (gone from disk)");
+    t.apply({ type: "ingest_finished", indexed: 1, unchanged: 0, removed: 1, failed: 0, chunks: 4, cancelled: false });
+    expect(t.summary).toBe("1 indexed, 0 unchanged, 1 removed, 0 failed; 4 chunks");
   });
 
   it("ignores answer events", () => {

@@ -1,12 +1,13 @@
 // Tracks a batch ingestion from the engine's events: each file's stage, the batch's progress by
-// bytes, and an ETA from the rate so far.
+// bytes, an ETA from the rate so far, and the embedding rate the engine reports.
 import type { EngineEvent } from "./api";
 
 export type FileState =
   | { kind: "queued" }
   | { kind: "working"; stage: string; done: number; total: number }
-  | { kind: "indexed"; chunks: number; pages: number; unreadablePages: number[] }
+  | { kind: "indexed"; chunks: number; embedded: number; pages: number; unreadablePages: number[] }
   | { kind: "unchanged" }
+  | { kind: "removed" }
   | { kind: "failed"; reason: string }
   | { kind: "cancelled" };
 
@@ -21,6 +22,7 @@ export class IngestTracker {
   startedAt = 0;
   finished = false;
   summary = "";
+  chunksPerSecond: number | null = null;
 
   constructor(private now: () => number = () => Date.now()) {}
 
@@ -31,6 +33,10 @@ export class IngestTracker {
         this.startedAt = this.now();
         this.finished = false;
         this.summary = "";
+        this.chunksPerSecond = null;
+        break;
+      case "ingest_progress":
+        if (e.chunks_embedded > 0) this.chunksPerSecond = e.chunks_per_s;
         break;
       case "file_started":
         this.set(e.path, { kind: "working", stage: "reading", done: 0, total: 0 });
@@ -41,8 +47,9 @@ export class IngestTracker {
       case "file_finished": {
         const o = e.outcome;
         if (o.status === "indexed")
-          this.set(e.path, { kind: "indexed", chunks: o.chunks, pages: o.pages, unreadablePages: o.unreadable_pages });
+          this.set(e.path, { kind: "indexed", chunks: o.chunks, embedded: o.embedded, pages: o.pages, unreadablePages: o.unreadable_pages });
         else if (o.status === "unchanged") this.set(e.path, { kind: "unchanged" });
+        else if (o.status === "removed") this.set(e.path, { kind: "removed" });
         else this.set(e.path, { kind: "failed", reason: o.reason });
         break;
       }
@@ -50,7 +57,9 @@ export class IngestTracker {
         this.finished = true;
         for (const f of this.files.values()) if (f.state.kind === "queued" || f.state.kind === "working") f.state = { kind: "cancelled" };
         this.summary =
-          `${e.indexed} indexed, ${e.unchanged} unchanged, ${e.failed} failed; ${e.chunks} chunks` +
+          `${e.indexed} indexed, ${e.unchanged} unchanged, ` +
+          (e.removed ? `${e.removed} removed, ` : "") +
+          `${e.failed} failed; ${e.chunks} chunks` +
           (e.cancelled ? " (cancelled)" : "");
         break;
       default:
@@ -101,9 +110,12 @@ export function describe(state: FileState): string {
       return state.stage === "embedding" && state.total > 0 ? `embedding ${state.done}/${state.total}` : state.stage;
     case "indexed":
       return `indexed: ${state.pages} pages, ${state.chunks} chunks` +
+        (state.embedded < state.chunks ? ` (${state.chunks - state.embedded} reused)` : "") +
         (state.unreadablePages.length ? `, unreadable pages ${state.unreadablePages.join(", ")}` : "");
     case "unchanged":
       return "unchanged";
+    case "removed":
+      return "removed (gone from disk)";
     case "failed":
       return `failed: ${state.reason}`;
     case "cancelled":

@@ -81,7 +81,8 @@ function renderIngest() {
   byId("ingest-headline").textContent = `Indexing ${done}/${total} files`;
   byId<HTMLProgressElement>("ingest-progress").value = tracker.progress();
   const eta = tracker.etaSeconds();
-  byId("ingest-eta").textContent = eta == null ? "" : `about ${formatDuration(eta)} left`;
+  const rate = tracker.chunksPerSecond == null ? "" : `${tracker.chunksPerSecond.toFixed(1)} chunks/s`;
+  byId("ingest-eta").textContent = [rate, eta == null ? "" : `about ${formatDuration(eta)} left`].filter(Boolean).join(" · ");
   byId("ingest-files").replaceChildren(
     ...[...tracker.files.values()].map((f) =>
       el("li", { attrs: { "data-state": f.state.kind, title: f.path } }, el("span", { className: "doc-name", text: fileName(f.path) }), el("span", { className: "muted", text: `${describe(f.state)}${f.bytes ? ` · ${formatBytes(f.bytes)}` : ""}` })),

@@ -1,13 +1,20 @@
 //! `quire bench`: the first performance figures, measured on this machine in one run.
 //! - embedding throughput in full-size (≈500-token) chunks per second;
 //! - search latency (p50/p99) over a 10k-chunk knowledge base, dense (exact and HNSW), BM25, hybrid;
+//!   its write rate in batches as the ingestion writes them, and its data folder before and
+//!   after optimisation;
 //! - decode speed of the answer model.
+//!
+//! `quire bench ingest <folder>`: the whole ingestion pipeline on a real corpus (a folder of
+//! documents, or a BEIR folder whose corpus.jsonl is written out as files): chunks/s, where the
+//! time went (the embedder's share), resident memory as the index grows, data folder size before
+//! and after optimisation.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use quire_embed::Embedder;
 use quire_engine::SearchMode;
@@ -16,7 +23,10 @@ use quire_ingest::Chunker;
 use quire_llm::{GenerationRequest, Llm};
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    #[command(subcommand)]
+    what: Option<BenchCommand>,
     /// Documents to take chunks and queries from (default: the sample documents in ../shared).
     #[arg(long)]
     docs: Option<PathBuf>,
@@ -36,7 +46,23 @@ pub struct BenchArgs {
     decode_tokens: usize,
 }
 
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The ingestion pipeline on a real corpus: chunks/s, the embedder's share of the time,
+    /// memory as the index grows, data folder size before and after optimisation.
+    Ingest {
+        /// A folder of documents, or a BEIR dataset folder (its corpus.jsonl is written out as files).
+        corpus: PathBuf,
+        /// Take only the first N documents of a BEIR corpus.
+        #[arg(long)]
+        max_docs: Option<usize>,
+    },
+}
+
 pub async fn run(args: BenchArgs) -> Result<()> {
+    if let Some(BenchCommand::Ingest { corpus, max_docs }) = args.what {
+        return bench_ingest(&corpus, max_docs).await;
+    }
     let docs_dir = match args.docs {
         Some(d) => d,
         None => default_docs()?,
@@ -77,8 +103,13 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     let dir = tempfile_dir()?;
     let kb = KnowledgeBase::open(&dir, embedder.dim()).await?;
     let mut rng = Lcg(42);
-    let per_doc = 1000;
+    // Documents of 8 chunks written in batches of 1,024 chunks, as the ingestion writes them.
+    let per_doc = 8;
     let mut n = 0;
+    let mut batch_docs = Vec::new();
+    let mut batch_chunks: Vec<ChunkRecord> = Vec::new();
+    let writing = Instant::now();
+    let mut writes = 0;
     while n < args.chunks {
         let doc_id = format!("bench{}", n / per_doc);
         let batch: Vec<ChunkRecord> = (n..(n + per_doc).min(args.chunks))
@@ -88,7 +119,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
                 let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
                 v.iter_mut().for_each(|x| *x /= norm);
                 let c = &chunks[j].1;
-                ChunkRecord { doc_id: doc_id.clone(), seq: (i % per_doc) as u32, page: c.page, start: c.start as u64, end: c.end as u64, tokens: c.tokens as u32, text: c.text.clone(), vector: v }
+                ChunkRecord { doc_id: doc_id.clone(), hash: format!("bench{i}"), seq: (i % per_doc) as u32, page: c.page, start: c.start as u64, end: c.end as u64, tokens: c.tokens as u32, text: c.text.clone(), vector: v }
             })
             .collect();
         let record = DocumentRecord {
@@ -100,10 +131,28 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             pages: 1,
             chunks: batch.len() as u32,
             ingested_at_ms: 0,
+            modified_ms: 0,
         };
-        kb.replace_document(&record, &batch).await?;
         n += batch.len();
+        batch_docs.push(record);
+        batch_chunks.extend(batch);
+        if batch_chunks.len() >= 1024 || n >= args.chunks {
+            kb.commit(&batch_docs, &batch_chunks).await?;
+            writes += 1;
+            batch_docs.clear();
+            batch_chunks.clear();
+            if writes % 50 == 0 {
+                kb.prune(Duration::from_secs(60)).await?;
+            }
+        }
     }
+    println!(
+        "writes: {} chunks in {} batches in {:.1} s = {:.0} chunks/s (vectors given; no embedding)",
+        n,
+        writes,
+        writing.elapsed().as_secs_f64(),
+        n as f64 / writing.elapsed().as_secs_f64()
+    );
     let t = Instant::now();
     kb.refresh_indexes().await?;
     println!(
@@ -111,6 +160,15 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         kb.chunk_count().await?,
         t.elapsed().as_secs_f64(),
         kb.has_vector_index().await?
+    );
+    let before = quire_engine::memory::folder_bytes(&dir);
+    let t = Instant::now();
+    kb.optimize(Duration::ZERO).await?;
+    println!(
+        "data folder: {:.1} MB before optimisation, {:.1} MB after ({:.1} s to compact and prune)",
+        before as f64 / 1e6,
+        quire_engine::memory::folder_bytes(&dir) as f64 / 1e6,
+        t.elapsed().as_secs_f64()
     );
     let queries: Vec<String> = chunks
         .iter()
@@ -176,6 +234,74 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             g.stats.time_to_first_token.as_secs_f64()
         );
     }
+    Ok(())
+}
+
+async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>) -> Result<()> {
+    println!("machine: {} cores, {}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), cpu_name());
+    let work = tempfile::tempdir().context("cannot make a temporary folder")?;
+    let folder = if corpus.join("corpus.jsonl").is_file() {
+        let dataset = quire_eval::Dataset::load_corpus(corpus)?;
+        let files = work.path().join("corpus");
+        std::fs::create_dir_all(&files)?;
+        for (i, doc) in dataset.iter().take(max_docs.unwrap_or(usize::MAX)).enumerate() {
+            std::fs::write(files.join(format!("{i}.txt")), format!("{}\n\n{}", doc.title, doc.text))?;
+        }
+        files
+    } else {
+        corpus.to_path_buf()
+    };
+    let mut config = quire_engine::EngineConfig::from_home()?;
+    config.data_dir = work.path().join("index");
+    let data_dir = config.data_dir.clone();
+    let engine = quire_engine::Engine::open(config).await?;
+    let rss = || quire_engine::memory::MemoryReading::now().process_rss_bytes as f64 / 1e6;
+    println!("resident memory with the embedder loaded: {:.0} MB", rss());
+    let mut next_report = 0.0;
+    let report = engine
+        .ingest(&[folder], &mut |e| {
+            if let quire_engine::Event::IngestProgress { files_done, files_total, chunks_embedded, chunks_per_s, .. } = e {
+                let share = files_done as f64 / files_total.max(1) as f64;
+                if share >= next_report {
+                    println!(
+                        "  {:>3.0}% of files, {chunks_embedded:>6} chunks embedded, {chunks_per_s:.2} chunks/s, RSS {:.0} MB, peak {:.0} MB",
+                        100.0 * share,
+                        rss(),
+                        quire_engine::memory::peak_rss_bytes().unwrap_or(0) as f64 / 1e6
+                    );
+                    next_report = share + 0.1;
+                }
+            }
+        }, &quire_engine::Cancel::new())
+        .await?;
+    let t = &report.timings;
+    let share = |s: f64| 100.0 * s / t.total_s.max(1e-9);
+    println!(
+        "ingested {} files, {} chunks ({} embedded) in {:.1} s = {:.2} chunks/s; {} failed",
+        report.count(|o| matches!(o, quire_engine::FileOutcome::Indexed { .. })),
+        report.chunks(),
+        report.embedded(),
+        t.total_s,
+        report.embedded() as f64 / t.total_s,
+        report.failed().len()
+    );
+    println!(
+        "time: embedding {:.1}%, reading {:.1}%, chunking {:.1}%, storing {:.1}%, indexing and compaction {:.1}%, other {:.1}%",
+        share(t.embedding_s),
+        share(t.reading_s),
+        share(t.chunking_s),
+        share(t.storing_s),
+        share(t.indexing_s),
+        100.0 - share(t.embedding_s + t.reading_s + t.chunking_s + t.storing_s + t.indexing_s)
+    );
+    println!("peak RSS: {:.0} MB", quire_engine::memory::peak_rss_bytes().unwrap_or(0) as f64 / 1e6);
+    let before = quire_engine::memory::folder_bytes(&data_dir);
+    engine.optimize(Duration::ZERO).await?;
+    println!(
+        "data folder: {:.1} MB after the ingestion, {:.1} MB after `quire optimize`",
+        before as f64 / 1e6,
+        quire_engine::memory::folder_bytes(&data_dir) as f64 / 1e6
+    );
     Ok(())
 }
 

@@ -1,4 +1,5 @@
-//! `quire`: the command line over the engine (ingest, ask, search, list, remove, models, bench).
+//! `quire`: the command line over the engine (ingest, watch, ask, search, list, remove, models,
+//! bench, eval).
 
 mod bench;
 mod eval;
@@ -11,7 +12,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, SearchMode};
+use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, JobState, SearchMode};
 
 #[derive(Parser)]
 #[command(name = "quire", version, about = "A private, offline knowledge base: ingest documents, ask questions, get cited answers.")]
@@ -25,11 +26,25 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Add files or folders (PDF, Markdown, text) to the knowledge base.
+    /// Add files or folders (PDF, Markdown, text, HTML, DOCX, EPUB) to the knowledge base.
+    /// Without paths: finish what an interrupted ingestion left (see `quire jobs`).
     Ingest {
-        #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Print where the time went (reading, chunking, embedding, storing, indexing) and the
+        /// process's peak memory.
+        #[arg(long)]
+        stats: bool,
     },
+    /// Index folders, then follow them: new and edited files are indexed, deleted ones removed,
+    /// renamed ones keep their vectors. Runs until stopped (Ctrl-C; nothing done is lost).
+    Watch {
+        #[arg(required = true)]
+        folders: Vec<PathBuf>,
+    },
+    /// The ingestion queue: files left queued by an interrupted run, and files that failed, why.
+    Jobs,
+    /// Compact the knowledge base's files and delete old versions; prints the size before and after.
+    Optimize,
     /// Ask a question; the answer streams in, then its sources (file, page, passage).
     Ask {
         question: String,
@@ -103,6 +118,8 @@ impl From<Mode> for SearchMode {
 }
 
 fn main() -> ExitCode {
+    // When started as a loader child process, this loads one file and exits.
+    quire_ingest::isolate::serve_if_worker();
     quire_ingest::quiet_parser_panics();
     let cli = Cli::parse();
     if let Some(home) = &cli.home {
@@ -124,7 +141,37 @@ const SOME_FILES_FAILED: u8 = 2;
 
 async fn run(command: Command) -> Result<ExitCode> {
     match command {
-        Command::Ingest { paths } => ingest(paths).await,
+        Command::Ingest { paths, stats } => ingest(paths, stats).await,
+        Command::Watch { folders } => watch(folders).await,
+        Command::Jobs => {
+            let engine = Engine::open(EngineConfig::from_home()?).await?;
+            let jobs = engine.job_list();
+            let mut shown = 0;
+            for j in jobs.iter().filter(|j| matches!(j.state, JobState::Queued | JobState::Failed)) {
+                let reason = j.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+                println!("{:<8} {}{reason}", format!("{:?}", j.state).to_lowercase(), j.path);
+                shown += 1;
+            }
+            let queued = jobs.iter().filter(|j| j.state == JobState::Queued).count();
+            println!("{queued} queued, {} failed{}", shown - queued, if queued > 0 { " (`quire ingest` finishes the queued ones)" } else { "" });
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Optimize => {
+            let config = EngineConfig::from_home()?;
+            let dir = config.data_dir.clone();
+            let engine = Engine::open(config).await?;
+            let before = quire_engine::memory::folder_bytes(&dir);
+            let t = std::time::Instant::now();
+            engine.optimize(std::time::Duration::ZERO).await?;
+            println!(
+                "data folder {}: {:.1} MB before, {:.1} MB after ({:.1} s)",
+                dir.display(),
+                before as f64 / 1e6,
+                quire_engine::memory::folder_bytes(&dir) as f64 / 1e6,
+                t.elapsed().as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Ask { question, model, top_k, max_tokens, json } => {
             let mut config = EngineConfig::from_home()?;
             config.top_k = top_k.unwrap_or(config.top_k);
@@ -178,57 +225,146 @@ fn resolve_model(name_or_path: &str) -> Result<PathBuf> {
     quire_models::find(name_or_path)?.location()
 }
 
-async fn ingest(paths: Vec<PathBuf>) -> Result<ExitCode> {
+async fn ingest(paths: Vec<PathBuf>, stats: bool) -> Result<ExitCode> {
     let engine = Engine::open(EngineConfig::from_home()?).await?;
+    let resuming = paths.is_empty();
+    if resuming {
+        let pending = engine.pending_files().len();
+        anyhow::ensure!(pending > 0, "nothing to resume: give the files or folders to add (`quire ingest <paths>`)");
+        println!("resuming an interrupted ingestion: {pending} files left");
+    }
+    let bar = progress_bar();
+    let report = {
+        let mut on_event = |event: Event| show_ingest_event(&bar, event);
+        if resuming {
+            engine.resume(&mut on_event, &Cancel::new()).await?
+        } else {
+            engine.ingest(&paths, &mut on_event, &Cancel::new()).await?
+        }
+    };
+    bar.finish_and_clear();
+    if stats {
+        print_stats(&report);
+    }
+    Ok(summarise(&report))
+}
+
+fn print_stats(report: &quire_engine::IngestReport) {
+    let t = &report.timings;
+    let share = |s: f64| if t.total_s > 0.0 { 100.0 * s / t.total_s } else { 0.0 };
+    println!(
+        "time: {:.1} s total; reading {:.1} s ({:.0}%), chunking {:.1} s ({:.0}%), embedding {:.1} s ({:.0}%), storing {:.1} s ({:.0}%), indexing {:.1} s ({:.0}%)",
+        t.total_s,
+        t.reading_s, share(t.reading_s),
+        t.chunking_s, share(t.chunking_s),
+        t.embedding_s, share(t.embedding_s),
+        t.storing_s, share(t.storing_s),
+        t.indexing_s, share(t.indexing_s),
+    );
+    if t.total_s > 0.0 {
+        println!("chunks/s: {:.2} ({} embedded)", report.embedded() as f64 / t.total_s, report.embedded());
+    }
+    match quire_engine::memory::peak_rss_bytes() {
+        Some(b) => println!("peak RSS: {:.0} MB", b as f64 / 1e6),
+        None => println!("peak RSS: not known on this OS"),
+    }
+}
+
+fn progress_bar() -> ProgressBar {
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} files  {elapsed_precise} (eta {eta})  {wide_msg}")
+        ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} files  {elapsed_precise}  {wide_msg}")
             .expect("valid template")
             .progress_chars("=> "),
     );
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+/// One line per finished file; the bar shows files done, chunks/s and the time left.
+fn show_ingest_event(bar: &ProgressBar, event: Event) {
     // A hidden bar (output not a terminal) swallows `println`; the per-file lines must still show.
-    let say = |bar: &ProgressBar, line: String| if bar.is_hidden() { println!("{line}") } else { bar.println(line) };
-    let report = engine
-        .ingest(&paths, &mut |event| match event {
-            Event::IngestStarted { files } => bar.set_length(files.len() as u64),
-            Event::FileStarted { path } => bar.set_message(short(&path)),
-            Event::FileFinished { path, outcome } => {
-                bar.inc(1);
-                match outcome {
-                    FileOutcome::Indexed { pages, chunks, unreadable_pages } => {
-                        let unreadable = match unreadable_pages.len() {
-                            0 => String::new(),
-                            _ => format!("; unreadable pages skipped: {unreadable_pages:?}"),
-                        };
-                        say(&bar, format!("indexed   {path} ({pages} pages, {chunks} chunks{unreadable})"))
-                    }
-                    FileOutcome::Unchanged => say(&bar, format!("unchanged {path}")),
-                    FileOutcome::Failed { reason } => say(&bar, format!("FAILED    {path}: {reason}")),
-                }
+    let say = |line: String| if bar.is_hidden() { println!("{line}") } else { bar.println(line) };
+    match event {
+        Event::IngestStarted { files } => bar.set_length(files.len() as u64),
+        Event::FileStarted { path } => bar.set_message(short(&path)),
+        Event::IngestProgress { files_done, chunks_per_s, eta_s, .. } => {
+            bar.set_position(files_done as u64);
+            let eta = eta_s.map(|s| format!(", {} left", duration_text(s))).unwrap_or_default();
+            bar.set_message(format!("{chunks_per_s:.1} chunks/s{eta}"));
+        }
+        Event::FileFinished { path, outcome } => match outcome {
+            FileOutcome::Indexed { pages, chunks, embedded, unreadable_pages } => {
+                let unreadable = match unreadable_pages.len() {
+                    0 => String::new(),
+                    _ => format!("; unreadable pages skipped: {unreadable_pages:?}"),
+                };
+                let reused = match chunks - embedded {
+                    0 => String::new(),
+                    n => format!(", {n} reused"),
+                };
+                say(format!("indexed   {path} ({pages} pages, {chunks} chunks{reused}{unreadable})"))
             }
-            _ => {}
-        }, &Cancel::new())
-        .await?;
-    bar.finish_and_clear();
+            FileOutcome::Unchanged => say(format!("unchanged {path}")),
+            FileOutcome::Removed => say(format!("removed   {path}")),
+            FileOutcome::Failed { reason } => say(format!("FAILED    {path}: {reason}")),
+        },
+        _ => {}
+    }
+}
+
+fn summarise(report: &quire_engine::IngestReport) -> ExitCode {
     let failed = report.failed();
+    let removed = report.count(|o| matches!(o, FileOutcome::Removed));
     println!(
-        "{} indexed, {} unchanged, {} failed; {} chunks added",
+        "{} indexed, {} unchanged, {}{} failed; {} chunks added ({} embedded, {} reused)",
         report.count(|o| matches!(o, FileOutcome::Indexed { .. })),
         report.count(|o| matches!(o, FileOutcome::Unchanged)),
+        if removed > 0 { format!("{removed} removed, ") } else { String::new() },
         failed.len(),
-        report.chunks()
+        report.chunks(),
+        report.embedded(),
+        report.chunks() - report.embedded()
     );
     if failed.is_empty() {
-        Ok(ExitCode::SUCCESS)
+        ExitCode::SUCCESS
     } else {
         eprintln!("these files were skipped:");
         for (path, reason) in failed {
             eprintln!("  {path}: {reason}");
         }
-        Ok(ExitCode::from(SOME_FILES_FAILED))
+        ExitCode::from(SOME_FILES_FAILED)
     }
 }
+
+async fn watch(folders: Vec<PathBuf>) -> Result<ExitCode> {
+    let engine = Engine::open(EngineConfig::from_home()?).await?;
+    let mut watcher = quire_engine::watch::FolderWatcher::new(quire_engine::watch::DEBOUNCE)?;
+    for f in &folders {
+        watcher.watch(f)?;
+    }
+    let bar = progress_bar();
+    let report = engine.ingest(&folders, &mut |e| show_ingest_event(&bar, e), &Cancel::new()).await?;
+    bar.finish_and_clear();
+    summarise(&report);
+    println!("watching {} folder(s); Ctrl-C stops (nothing done is lost)", folders.len());
+    while let Some(paths) = watcher.next_changes().await {
+        for e in watcher.take_errors() {
+            eprintln!("watch: {e}");
+        }
+        let report = engine.sync_paths(&paths, &mut |e| show_ingest_event(&ProgressBar::hidden(), e), &Cancel::new()).await?;
+        if !report.files.is_empty() {
+            summarise(&report);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn duration_text(secs: f32) -> String {
+    let s = secs.round() as u64;
+    if s >= 3600 { format!("{}h{:02}m", s / 3600, (s % 3600) / 60) } else if s >= 60 { format!("{}m{:02}s", s / 60, s % 60) } else { format!("{s}s") }
+}
+
 
 async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCode> {
     let engine = Engine::open(config).await?;

@@ -1,9 +1,13 @@
-//! Ingestion: find the files, then for each one load → chunk → embed → store. A file that fails
-//! is reported with its reason and the others go on; a file whose content has not changed since
-//! it was stored is skipped.
+//! Ingestion: find the files, queue them on disk, then for each one hash → load → chunk →
+//! embed → store. A file that fails is reported with its reason and the others go on; a file
+//! whose bytes have not changed since it was stored is skipped before it is parsed; a chunk whose
+//! text is already stored (in any document: a renamed file, an edited one) keeps its vector.
+//! Finished files are written to the knowledge base in batches (a few writes per batch, not per
+//! file), and the queue on disk says what an interrupted run left to do.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use serde::Serialize;
@@ -11,13 +15,25 @@ use sha2::{Digest, Sha256};
 use ts_rs::TS;
 
 use quire_index::{ChunkRecord, DocumentRecord};
-use quire_ingest::{Chunker, LoadedDocument};
+use quire_ingest::{Chunker, LoadError, LoadedDocument};
 
+use crate::jobs::JobState;
 use crate::{Cancel, Engine, Event};
 
 /// Chunks embedded per step: small enough for steady progress and a prompt cancel, large
 /// enough that batching in the embedder still pays.
 const EMBED_STEP: usize = 32;
+/// A write batch is committed when it holds this many chunks or files, or is this old.
+const BATCH_CHUNKS: usize = 1024;
+const BATCH_FILES: usize = 256;
+const BATCH_AGE: Duration = Duration::from_secs(2);
+/// Files at least this large commit the batch before they start.
+const LARGE_FILE_BYTES: u64 = 256 * 1024;
+/// Old table versions are pruned once this many have piled up during a long ingestion.
+const PRUNE_AFTER_VERSIONS: usize = 200;
+/// Table versions younger than this are kept: another process (the app beside the CLI) may be
+/// reading them.
+pub(crate) const KEEP_VERSIONS_FOR: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Serialize, PartialEq, TS)]
 pub struct QueuedFile {
@@ -41,16 +57,33 @@ pub enum FileOutcome {
     Indexed {
         pages: u32,
         chunks: u32,
+        /// Chunks whose vectors were computed; the others' texts were stored already and their
+        /// vectors were reused.
+        embedded: u32,
         /// PDF pages whose text could not be extracted; the rest of the file is indexed.
         unreadable_pages: Vec<u32>,
     },
     Unchanged,
+    /// The file is gone from disk (deleted, or moved out of the folder): its document was removed.
+    Removed,
     Failed { reason: String },
+}
+
+/// Where an ingestion's time went, for benchmarks (seconds of wall time in each stage).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IngestTimings {
+    pub total_s: f64,
+    pub reading_s: f64,
+    pub chunking_s: f64,
+    pub embedding_s: f64,
+    pub storing_s: f64,
+    pub indexing_s: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct IngestReport {
     pub files: Vec<(String, FileOutcome)>,
+    pub timings: IngestTimings,
 }
 
 impl IngestReport {
@@ -77,6 +110,28 @@ impl IngestReport {
             })
             .sum()
     }
+
+    /// Chunks whose vectors were computed (not reused).
+    pub fn embedded(&self) -> usize {
+        self.files
+            .iter()
+            .map(|(_, o)| match o {
+                FileOutcome::Indexed { embedded, .. } => *embedded as usize,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    fn summary(&self, cancelled: bool) -> Event {
+        Event::IngestFinished {
+            indexed: self.count(|o| matches!(o, FileOutcome::Indexed { .. })),
+            unchanged: self.count(|o| matches!(o, FileOutcome::Unchanged)),
+            removed: self.count(|o| matches!(o, FileOutcome::Removed)),
+            failed: self.count(|o| matches!(o, FileOutcome::Failed { .. })),
+            chunks: self.chunks(),
+            cancelled,
+        }
+    }
 }
 
 /// The absolute, link-free path a document is known by (absolute only, for a file that is gone).
@@ -91,9 +146,9 @@ pub(crate) fn document_id(path: &Path) -> String {
     hex::encode(&Sha256::digest(path.to_string_lossy().as_bytes())[..8])
 }
 
-/// Expands folders into the supported files inside them (recursively, skipping hidden entries
-/// and not following links to folders, so link loops cannot trap the walk). Paths that do not
-/// exist come back as failures.
+/// Expands folders into the supported files inside them (recursively, skipping hidden entries,
+/// editors' temporary files, and links to folders, so link loops cannot trap the walk). Paths
+/// that do not exist, broken or looping links and unreadable folders come back as failures.
 pub fn discover_files(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
     let mut files = Vec::new();
     let mut missing = Vec::new();
@@ -122,8 +177,13 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<(PathBuf, String)
         match entry.file_type() {
             Ok(t) if t.is_dir() => walk(&path, files, errors),
             Ok(t) if t.is_file() || t.is_symlink() => {
-                if quire_ingest::is_supported(&path) && path.is_file() {
-                    files.push(path);
+                if !quire_ingest::is_supported(&path) {
+                    continue;
+                }
+                match std::fs::metadata(&path) {
+                    Ok(m) if m.is_file() => files.push(path),
+                    Ok(_) => {}
+                    Err(e) => errors.push((path, format!("a link that leads nowhere or to itself: {e}"))),
                 }
             }
             _ => {}
@@ -137,121 +197,395 @@ pub(crate) async fn ingest(
     on_event: &mut (dyn FnMut(Event) + Send),
     cancel: &Cancel,
 ) -> Result<IngestReport> {
-    let (files, missing) = discover_files(paths);
+    let started = Instant::now();
+    let (files, problems) = discover_files(paths);
+    // Two names for one file (a link beside its target) must not make two documents.
+    let mut files: Vec<PathBuf> = files.iter().map(|p| canonical(p)).collect();
+    files.sort();
+    files.dedup();
     let mut report = IngestReport::default();
-    let queued = missing
+    let sizes: Vec<u64> = files.iter().map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).collect();
+    let queued = problems
         .iter()
         .map(|(p, _)| QueuedFile { path: p.display().to_string(), bytes: 0 })
-        .chain(files.iter().map(|p| QueuedFile {
-            path: p.display().to_string(),
-            bytes: std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
-        }))
+        .chain(files.iter().zip(&sizes).map(|(p, &bytes)| QueuedFile { path: p.display().to_string(), bytes }))
         .collect();
+    engine.jobs(|q| q.enqueue(&files))?;
     on_event(Event::IngestStarted { files: queued });
-    for (path, reason) in missing {
-        let path = path.display().to_string();
-        let outcome = FileOutcome::Failed { reason };
-        on_event(Event::FileFinished { path: path.clone(), outcome: outcome.clone() });
-        report.files.push((path, outcome));
+    for (path, reason) in problems {
+        engine.jobs(|q| q.finish(&path, JobState::Failed, Some(reason.clone())))?;
+        finish(&mut report, on_event, path.display().to_string(), FileOutcome::Failed { reason });
     }
-    let chunker = Chunker::new(engine.embedder().tokenizer())?;
-    let chunker = std::sync::Arc::new(chunker);
-    let mut changed = false;
-    for path in files {
+
+    let kb = engine.knowledge_base();
+    kb.remove_orphans().await?;
+    let mut run = Run {
+        stored: kb.documents().await?.into_iter().map(|d| (d.path.clone(), d)).collect(),
+        stored_hashes: kb.chunk_keys().await?.into_iter().map(|k| k.hash).collect(),
+        chunker: std::sync::Arc::new(Chunker::new(engine.embedder().tokenizer())?),
+        batch: Vec::new(),
+        batch_started: None,
+        progress: Progress::new(files.len(), sizes.iter().sum()),
+        timings: IngestTimings::default(),
+        changed: false,
+        versions_since_prune: 0,
+        finished: Vec::new(),
+    };
+    run.progress.done_files = report.files.len();
+    run.progress.total_files += report.files.len();
+
+    for (path, bytes) in files.iter().zip(&sizes) {
         if cancel.is_cancelled() {
             break;
         }
+        if *bytes >= LARGE_FILE_BYTES {
+            // Commit what is ready before a file that may take minutes to embed.
+            flush(engine, &mut run, &mut report, on_event).await?;
+        }
         let shown = path.display().to_string();
         on_event(Event::FileStarted { path: shown.clone() });
-        let outcome = match ingest_file(engine, &chunker, &path, &shown, on_event, cancel).await {
-            Ok(Some(o)) => o,
-            Ok(None) => break, // cancelled half-way: nothing of this file was stored
-            Err(e) => FileOutcome::Failed { reason: format!("{e:#}") },
+        let prepared = match prepare(engine, &mut run, path, &shown, on_event, cancel).await {
+            Ok(p) => p,
+            Err(e) => Prepared::Done(FileOutcome::Failed { reason: format!("{e:#}") }),
         };
-        changed |= matches!(outcome, FileOutcome::Indexed { .. });
-        on_event(Event::FileFinished { path: shown.clone(), outcome: outcome.clone() });
-        report.files.push((shown, outcome));
+        run.progress.done_bytes += bytes;
+        match prepared {
+            Prepared::Done(outcome) => {
+                // Written to the queue with the next commit: a crash before it only means the
+                // file is checked again.
+                let (state, reason) = job_state(&outcome);
+                run.finished.push((path.clone(), state, reason));
+                run.progress.done_files += 1;
+                finish(&mut report, on_event, shown, outcome);
+                on_event(run.progress.event());
+            }
+            Prepared::Ready(doc) => {
+                run.batch_started.get_or_insert_with(Instant::now);
+                run.batch.push(*doc);
+            }
+            Prepared::Cancelled => break,
+        }
+        let batch_chunks: usize = run.batch.iter().map(|d| d.chunks.len()).sum();
+        if batch_chunks >= BATCH_CHUNKS
+            || run.batch.len() >= BATCH_FILES
+            || run.batch_started.is_some_and(|t| t.elapsed() >= BATCH_AGE)
+        {
+            flush(engine, &mut run, &mut report, on_event).await?;
+        }
     }
-    if changed {
-        engine.knowledge_base().refresh_indexes().await?;
+    // What was embedded before a cancel is kept: it is work done.
+    flush(engine, &mut run, &mut report, on_event).await?;
+    engine.jobs(|q| q.finish_all(&std::mem::take(&mut run.finished)))?;
+    if cancel.is_cancelled() {
+        let finished: HashSet<&str> = report.files.iter().map(|(p, _)| p.as_str()).collect();
+        let left: Vec<(PathBuf, JobState, Option<String>)> = files
+            .iter()
+            .filter(|p| !finished.contains(p.display().to_string().as_str()))
+            .map(|p| (p.clone(), JobState::Cancelled, None))
+            .collect();
+        engine.jobs(|q| q.finish_all(&left))?;
     }
-    on_event(Event::IngestFinished {
-        indexed: report.count(|o| matches!(o, FileOutcome::Indexed { .. })),
-        unchanged: report.count(|o| matches!(o, FileOutcome::Unchanged)),
-        failed: report.count(|o| matches!(o, FileOutcome::Failed { .. })),
-        chunks: report.chunks(),
-        cancelled: cancel.is_cancelled(),
-    });
+
+    // Files that were indexed under the given folders and are gone from disk.
+    let folders: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).map(|p| canonical(p)).collect();
+    if !folders.is_empty() && !cancel.is_cancelled() {
+        let gone: Vec<DocumentRecord> = run
+            .stored
+            .values()
+            .filter(|d| folders.iter().any(|f| Path::new(&d.path).starts_with(f)) && !Path::new(&d.path).exists())
+            .cloned()
+            .collect();
+        remove_gone(engine, &gone, &mut report, on_event).await?;
+        run.changed |= !gone.is_empty();
+    }
+
+    let indexing = Instant::now();
+    if run.changed {
+        kb.refresh_indexes().await?;
+        kb.optimize(KEEP_VERSIONS_FOR).await?;
+    }
+    run.timings.indexing_s = indexing.elapsed().as_secs_f64();
+    run.timings.total_s = started.elapsed().as_secs_f64();
+    report.timings = run.timings;
+    on_event(report.summary(cancel.is_cancelled()));
     Ok(report)
 }
 
-/// Indexes one file; `None` when cancelled before its chunks were stored.
-async fn ingest_file(
+/// Removes the documents of files that are gone, reporting each as `Removed`.
+pub(crate) async fn remove_gone(
     engine: &Engine,
-    chunker: &std::sync::Arc<Chunker>,
+    gone: &[DocumentRecord],
+    report: &mut IngestReport,
+    on_event: &mut (dyn FnMut(Event) + Send),
+) -> Result<()> {
+    let ids: Vec<&str> = gone.iter().map(|d| d.doc_id.as_str()).collect();
+    let kb = engine.knowledge_base();
+    engine.keep_removed_vectors(kb.vectors_of_documents(&ids).await?);
+    kb.remove_documents(&ids).await?;
+    for d in gone {
+        engine.jobs(|q| q.finish(Path::new(&d.path), JobState::Removed, None))?;
+        finish(report, on_event, d.path.clone(), FileOutcome::Removed);
+    }
+    Ok(())
+}
+
+fn finish(report: &mut IngestReport, on_event: &mut (dyn FnMut(Event) + Send), path: String, outcome: FileOutcome) {
+    on_event(Event::FileFinished { path: path.clone(), outcome: outcome.clone() });
+    report.files.push((path, outcome));
+}
+
+fn job_state(outcome: &FileOutcome) -> (JobState, Option<String>) {
+    match outcome {
+        FileOutcome::Indexed { .. } => (JobState::Indexed, None),
+        FileOutcome::Unchanged => (JobState::Unchanged, None),
+        FileOutcome::Removed => (JobState::Removed, None),
+        FileOutcome::Failed { reason } => (JobState::Failed, Some(reason.clone())),
+    }
+}
+
+/// The state of one ingestion run.
+struct Run {
+    /// Stored documents by path, as they were when the run started.
+    stored: HashMap<String, DocumentRecord>,
+    /// Texts whose vectors are stored (by hash); may include some deleted since (then embedded).
+    stored_hashes: HashSet<String>,
+    chunker: std::sync::Arc<Chunker>,
+    /// Files ready to be written, in the order they finished.
+    batch: Vec<PendingDocument>,
+    batch_started: Option<Instant>,
+    progress: Progress,
+    timings: IngestTimings,
+    changed: bool,
+    versions_since_prune: usize,
+    /// Files done without a write (unchanged, failed), for the queue.
+    finished: Vec<(PathBuf, JobState, Option<String>)>,
+}
+
+struct PendingDocument {
+    record: DocumentRecord,
+    chunks: Vec<ChunkRecord>,
+    embedded: u32,
+    unreadable_pages: Vec<u32>,
+}
+
+enum Prepared {
+    Done(FileOutcome),
+    Ready(Box<PendingDocument>),
+    Cancelled,
+}
+
+/// Batch progress: files done of the total, chunks embedded per second, time left by bytes.
+struct Progress {
+    started: Instant,
+    total_files: usize,
+    done_files: usize,
+    total_bytes: u64,
+    done_bytes: u64,
+    embedded: usize,
+}
+
+impl Progress {
+    fn new(total_files: usize, total_bytes: u64) -> Progress {
+        Progress { started: Instant::now(), total_files, done_files: 0, total_bytes, done_bytes: 0, embedded: 0 }
+    }
+
+    fn event(&self) -> Event {
+        let elapsed = self.started.elapsed().as_secs_f32().max(1e-3);
+        let eta_s = (self.done_bytes > 0 && self.done_bytes < self.total_bytes)
+            .then(|| elapsed * (self.total_bytes - self.done_bytes) as f32 / self.done_bytes as f32);
+        Event::IngestProgress {
+            files_done: self.done_files as u32,
+            files_total: self.total_files as u32,
+            chunks_embedded: self.embedded as u32,
+            chunks_per_s: self.embedded as f32 / elapsed,
+            eta_s,
+        }
+    }
+}
+
+/// Commits the batch: four writes for all its files, then each file is reported indexed.
+async fn flush(
+    engine: &Engine,
+    run: &mut Run,
+    report: &mut IngestReport,
+    on_event: &mut (dyn FnMut(Event) + Send),
+) -> Result<()> {
+    if run.batch.is_empty() {
+        return Ok(());
+    }
+    let t = Instant::now();
+    let batch = std::mem::take(&mut run.batch);
+    run.batch_started = None;
+    let records: Vec<DocumentRecord> = batch.iter().map(|d| d.record.clone()).collect();
+    let chunks: Vec<ChunkRecord> = batch.iter().flat_map(|d| d.chunks.iter().cloned()).collect();
+    let kb = engine.knowledge_base();
+    kb.commit(&records, &chunks).await?;
+    run.stored_hashes.extend(chunks.iter().map(|c| c.hash.clone()));
+    run.changed = true;
+    run.versions_since_prune += 4;
+    if run.versions_since_prune >= PRUNE_AFTER_VERSIONS {
+        kb.prune(KEEP_VERSIONS_FOR).await?;
+        run.versions_since_prune = 0;
+    }
+    run.timings.storing_s += t.elapsed().as_secs_f64();
+    let mut done: Vec<(PathBuf, JobState, Option<String>)> = std::mem::take(&mut run.finished);
+    done.extend(records.iter().map(|r| (PathBuf::from(&r.path), JobState::Indexed, None)));
+    engine.jobs(|q| q.finish_all(&done))?;
+    for doc in batch {
+        run.progress.done_files += 1;
+        let outcome = FileOutcome::Indexed {
+            pages: doc.record.pages,
+            chunks: doc.record.chunks,
+            embedded: doc.embedded,
+            unreadable_pages: doc.unreadable_pages,
+        };
+        finish(report, on_event, doc.record.path.clone(), outcome);
+    }
+    on_event(run.progress.event());
+    Ok(())
+}
+
+/// Reads, chunks and embeds one file; `Done` when there is nothing to store (unchanged, failed).
+async fn prepare(
+    engine: &Engine,
+    run: &mut Run,
     path: &Path,
     shown: &str,
     on_event: &mut (dyn FnMut(Event) + Send),
     cancel: &Cancel,
-) -> Result<Option<FileOutcome>> {
-    let mut progress = |stage: FileStage, done: usize, total: usize| {
+) -> Result<Prepared> {
+    let progress = |on_event: &mut (dyn FnMut(Event) + Send), stage: FileStage, done: usize, total: usize| {
         on_event(Event::FileProgress { path: shown.to_string(), stage, done: done as u32, total: total as u32 })
     };
-    progress(FileStage::Reading, 0, 0);
-    let path = canonical(path);
+    progress(on_event, FileStage::Reading, 0, 0);
+    let t = Instant::now();
     let path_str = path.to_string_lossy().into_owned();
-    let doc_id = document_id(&path);
-    let kb = engine.knowledge_base();
+    let doc_id = document_id(path);
+    let failed = |e: LoadError| Ok(Prepared::Done(FileOutcome::Failed { reason: e.to_string() }));
 
-    let load_path = path.clone();
-    let doc: LoadedDocument = match tokio::task::spawn_blocking(move || quire_ingest::load_file(&load_path)).await? {
-        Ok(doc) => doc,
-        Err(e) => return Ok(Some(FileOutcome::Failed { reason: e.to_string() })),
-    };
-    if let Some(stored) = kb.document_by_path(&path_str).await? {
-        if stored.content_hash == doc.content_hash {
-            return Ok(Some(FileOutcome::Unchanged));
+    // A file whose size and modification time are those recorded is unchanged, unless it was
+    // modified so close to when it was read that a later edit could share the timestamp.
+    let meta = std::fs::metadata(path).map_err(LoadError::Io);
+    let modified_ms = meta.as_ref().ok().and_then(|m| m.modified().ok()).map(millis).unwrap_or(0);
+    if let (Ok(m), Some(stored)) = (&meta, run.stored.get(&path_str)) {
+        if modified_ms != 0
+            && stored.modified_ms == modified_ms
+            && stored.bytes == m.len()
+            && modified_ms + TIMESTAMP_SLACK_MS < stored.ingested_at_ms
+        {
+            return Ok(Prepared::Done(FileOutcome::Unchanged));
         }
     }
+    // Otherwise hash the bytes before parsing: an unchanged file costs a read, not a parse.
+    let read_path = path.to_path_buf();
+    let bytes = match tokio::task::spawn_blocking(move || read_bounded(&read_path)).await? {
+        Ok(b) => b,
+        Err(e) => return failed(e),
+    };
+    let content_hash = quire_ingest::content_hash(&bytes);
+    if let Some(stored) = run.stored.get(&path_str).filter(|d| d.content_hash == content_hash) {
+        run.timings.reading_s += t.elapsed().as_secs_f64();
+        if stored.modified_ms != modified_ms {
+            // Touched, not changed: record the new time so the next scan need not read it.
+            let mut record = stored.clone();
+            record.modified_ms = modified_ms;
+            record.ingested_at_ms = millis(SystemTime::now());
+            engine.knowledge_base().update_document(&record).await?;
+        }
+        return Ok(Prepared::Done(FileOutcome::Unchanged));
+    }
+    let kind = quire_ingest::DocKind::from_path(path).ok_or(LoadError::Unsupported);
+    let isolation = engine.config().loader.clone();
+    let load_path = path.to_path_buf();
+    let loaded = tokio::task::spawn_blocking(move || -> Result<LoadedDocument, LoadError> {
+        let kind = kind?;
+        match isolation {
+            Some(iso) if kind.needs_isolation() => quire_ingest::isolate::load_isolated(&load_path, &iso),
+            _ => quire_ingest::load_bytes(&load_path, kind, &bytes),
+        }
+    })
+    .await?;
+    run.timings.reading_s += t.elapsed().as_secs_f64();
+    let doc = match loaded {
+        Ok(doc) => doc,
+        Err(e) => return failed(e),
+    };
 
-    progress(FileStage::Chunking, 0, 0);
-    let chunker = chunker.clone();
+    progress(on_event, FileStage::Chunking, 0, 0);
+    let t = Instant::now();
+    let chunker = run.chunker.clone();
     let (doc, chunks) = tokio::task::spawn_blocking(move || {
         let chunks = chunker.chunk(&doc);
         (doc, chunks)
     })
     .await?;
+    run.timings.chunking_s += t.elapsed().as_secs_f64();
     if chunks.is_empty() {
-        return Ok(Some(FileOutcome::Failed { reason: "no text to index".into() }));
+        return Ok(Prepared::Done(FileOutcome::Failed { reason: "no text to index".into() }));
     }
-    let texts: std::sync::Arc<Vec<String>> = std::sync::Arc::new(chunks.iter().map(|c| c.text.clone()).collect());
-    let mut vectors = Vec::with_capacity(chunks.len());
-    while vectors.len() < chunks.len() {
-        progress(FileStage::Embedding, vectors.len(), chunks.len());
-        if cancel.is_cancelled() {
-            return Ok(None);
+    let hashes: Vec<String> = chunks.iter().map(|c| quire_ingest::content_hash(c.text.as_bytes())).collect();
+
+    // Vectors already computed: in this batch, of a document just removed (a move seen as a
+    // removal first), or stored (the same text in this or another file).
+    let mut known: HashMap<String, Vec<f32>> = HashMap::new();
+    for pending in &run.batch {
+        for c in &pending.chunks {
+            if hashes.contains(&c.hash) {
+                known.entry(c.hash.clone()).or_insert_with(|| c.vector.clone());
+            }
         }
-        let (embedder, texts, from) = (engine.embedder().clone(), texts.clone(), vectors.len());
+    }
+    for h in &hashes {
+        if !known.contains_key(h) {
+            if let Some(v) = engine.removed_vector(h) {
+                known.insert(h.clone(), v);
+            }
+        }
+    }
+    let lookup: Vec<&str> =
+        hashes.iter().filter(|h| !known.contains_key(*h) && run.stored_hashes.contains(*h)).map(|h| h.as_str()).collect();
+    if !lookup.is_empty() {
+        let t = Instant::now();
+        known.extend(engine.knowledge_base().vectors_by_hash(&lookup).await?);
+        run.timings.storing_s += t.elapsed().as_secs_f64();
+    }
+    let missing: Vec<usize> = (0..chunks.len()).filter(|&i| !known.contains_key(&hashes[i])).collect();
+    let texts: std::sync::Arc<Vec<String>> = std::sync::Arc::new(missing.iter().map(|&i| chunks[i].text.clone()).collect());
+    let mut computed: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
+    while computed.len() < texts.len() {
+        progress(on_event, FileStage::Embedding, computed.len(), texts.len());
+        if cancel.is_cancelled() {
+            return Ok(Prepared::Cancelled);
+        }
+        let t = Instant::now();
+        let (embedder, texts, from) = (engine.embedder().clone(), texts.clone(), computed.len());
         let step = tokio::task::spawn_blocking(move || {
             let batch: Vec<&str> = texts[from..(from + EMBED_STEP).min(texts.len())].iter().map(|t| t.as_str()).collect();
             embedder.embed_passages(&batch)
         })
         .await??;
-        vectors.extend(step);
+        run.timings.embedding_s += t.elapsed().as_secs_f64();
+        run.progress.embedded += step.len();
+        computed.extend(step);
+        on_event(run.progress.event());
     }
-    progress(FileStage::Storing, chunks.len(), chunks.len());
+    for (&i, vector) in missing.iter().zip(computed) {
+        known.insert(hashes[i].clone(), vector);
+    }
+    progress(on_event, FileStage::Storing, chunks.len(), chunks.len());
     let records: Vec<ChunkRecord> = chunks
         .iter()
-        .zip(vectors)
-        .map(|(c, vector)| ChunkRecord {
+        .zip(&hashes)
+        .map(|(c, hash)| ChunkRecord {
             doc_id: doc_id.clone(),
+            hash: hash.clone(),
             seq: c.seq,
             page: c.page,
             start: c.start as u64,
             end: c.end as u64,
             tokens: c.tokens as u32,
             text: c.text.clone(),
-            vector,
+            vector: known[hash].clone(),
         })
         .collect();
     let record = DocumentRecord {
@@ -262,8 +596,29 @@ async fn ingest_file(
         bytes: doc.byte_len,
         pages: doc.pages.len() as u32,
         chunks: records.len() as u32,
-        ingested_at_ms: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
+        ingested_at_ms: millis(SystemTime::now()),
+        modified_ms,
     };
-    kb.replace_document(&record, &records).await?;
-    Ok(Some(FileOutcome::Indexed { pages: record.pages, chunks: record.chunks, unreadable_pages: doc.unreadable_pages }))
+    Ok(Prepared::Ready(Box::new(PendingDocument {
+        record,
+        chunks: records,
+        embedded: missing.len() as u32,
+        unreadable_pages: doc.unreadable_pages,
+    })))
+}
+
+/// Modification times this close to the time a file was read are not trusted to tell an edit.
+const TIMESTAMP_SLACK_MS: i64 = 2_000;
+
+fn millis(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// The file's bytes, refusing before reading a file over the size limit.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, LoadError> {
+    let len = std::fs::metadata(path)?.len();
+    if len > quire_ingest::MAX_FILE_BYTES {
+        return Err(LoadError::TooLarge(len));
+    }
+    Ok(std::fs::read(path)?)
 }

@@ -6,7 +6,9 @@
 pub mod answer;
 pub mod history;
 mod ingestion;
+pub mod jobs;
 pub mod memory;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +24,9 @@ use quire_index::KnowledgeBase;
 use quire_llm::{GenerationRequest, GenerationStats, Llm};
 
 pub use answer::RawAnswer;
-pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, QueuedFile};
+pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
+pub use jobs::{Job, JobState};
+pub use quire_ingest::isolate::Isolation;
 pub use memory::MemoryBudget;
 pub use quire_llm::ModelFootprint;
 pub use quire_index::{DocumentRecord, SearchHit, SearchMode};
@@ -38,6 +42,9 @@ pub struct EngineConfig {
     /// Passages retrieved and shown to the model for each question.
     pub top_k: usize,
     pub max_answer_tokens: usize,
+    /// Load PDF, DOCX and EPUB files in a child process with these limits (`None`: in this
+    /// process, where a parser that loops or exhausts memory takes the process with it).
+    pub loader: Option<Isolation>,
 }
 
 /// The collection the CLI uses and the app opens first.
@@ -78,6 +85,7 @@ impl EngineConfig {
             llm_path: quire_models::QWEN_1_5B.location()?,
             top_k: 5,
             max_answer_tokens: 512,
+            loader: Some(Isolation::current_exe()?),
         })
     }
 }
@@ -92,7 +100,10 @@ pub enum Event {
     /// Where a file is in its pipeline; `done`/`total` count chunks while embedding.
     FileProgress { path: String, stage: FileStage, done: u32, total: u32 },
     FileFinished { path: String, outcome: FileOutcome },
-    IngestFinished { indexed: usize, unchanged: usize, failed: usize, chunks: usize, cancelled: bool },
+    /// The batch as a whole: files finished, chunks embedded so far and per second, seconds left
+    /// (estimated from the bytes read so far).
+    IngestProgress { files_done: u32, files_total: u32, chunks_embedded: u32, chunks_per_s: f32, eta_s: Option<f32> },
+    IngestFinished { indexed: usize, unchanged: usize, removed: usize, failed: usize, chunks: usize, cancelled: bool },
     Retrieved { sources: Vec<Source> },
     AnswerDelta { text: String },
     AnswerFinished,
@@ -165,6 +176,10 @@ pub struct Engine {
     embedder: Arc<Embedder>,
     kb: KnowledgeBase,
     llm: OnceCell<Llm>,
+    jobs: std::sync::Mutex<jobs::JobQueue>,
+    /// Vectors of documents removed since this engine opened, by chunk hash: a file moved in
+    /// two steps (removed, then seen at its new place) keeps its vectors.
+    removed_vectors: std::sync::Mutex<std::collections::HashMap<String, Vec<f32>>>,
     /// Resident memory just before the answer model loaded: the base of the memory prediction.
     rss_before_llm: std::sync::atomic::AtomicU64,
 }
@@ -178,11 +193,14 @@ impl Engine {
         let dir = config.embedder_dir.clone();
         let embedder = tokio::task::spawn_blocking(move || Embedder::load(&dir)).await??;
         let kb = KnowledgeBase::open(&config.data_dir, embedder.dim()).await?;
+        let jobs = jobs::JobQueue::open(&config.data_dir)?;
         Ok(Engine {
             config,
             embedder: Arc::new(embedder),
             kb,
             llm: OnceCell::new(),
+            jobs: std::sync::Mutex::new(jobs),
+            removed_vectors: Default::default(),
             rss_before_llm: std::sync::atomic::AtomicU64::new(0),
         })
     }
@@ -207,6 +225,103 @@ impl Engine {
     pub async fn remove(&self, path: &Path) -> Result<bool> {
         let doc_id = ingestion::document_id(&ingestion::canonical(path));
         self.kb.remove_document(&doc_id).await
+    }
+
+    /// Works with the ingestion queue on disk.
+    pub(crate) fn jobs<T>(&self, f: impl FnOnce(&mut jobs::JobQueue) -> Result<T>) -> Result<T> {
+        let mut queue = self.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut queue)
+    }
+
+    /// Keeps removed documents' vectors for reuse, within a bound (about 30 MB of 384-d vectors).
+    pub(crate) fn keep_removed_vectors(&self, vectors: std::collections::HashMap<String, Vec<f32>>) {
+        const KEEP_AT_MOST: usize = 20_000;
+        let mut kept = self.removed_vectors.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() + vectors.len() > KEEP_AT_MOST {
+            kept.clear();
+        }
+        kept.extend(vectors);
+    }
+
+    pub(crate) fn removed_vector(&self, hash: &str) -> Option<Vec<f32>> {
+        self.removed_vectors.lock().unwrap_or_else(|p| p.into_inner()).get(hash).cloned()
+    }
+
+    /// The queue's view of every file it has seen: queued (work an interrupted ingestion left),
+    /// indexed, unchanged, removed, failed (with the reason) or cancelled.
+    pub fn job_list(&self) -> Vec<Job> {
+        self.jobs(|q| Ok(q.all().cloned().collect())).unwrap_or_default()
+    }
+
+    /// Files an earlier ingestion queued and did not finish (it was killed, or the machine stopped).
+    pub fn pending_files(&self) -> Vec<PathBuf> {
+        self.jobs(|q| Ok(q.pending())).unwrap_or_default()
+    }
+
+    /// Finishes what an interrupted ingestion left: the queued files, from where it stopped
+    /// (files already stored are not embedded again).
+    pub async fn resume(&self, on_event: &mut (dyn FnMut(Event) + Send), cancel: &Cancel) -> Result<IngestReport> {
+        let pending = self.pending_files();
+        let (present, gone): (Vec<PathBuf>, Vec<PathBuf>) = pending.into_iter().partition(|p| p.exists());
+        for p in &gone {
+            self.jobs(|q| q.finish(p, JobState::Failed, Some("the file is gone".into())))?;
+        }
+        if present.is_empty() {
+            return Ok(IngestReport::default());
+        }
+        self.ingest(&present, on_event, cancel).await
+    }
+
+    /// Brings the knowledge base in line with the files and folders at `paths` as they are on
+    /// disk now: those that exist are ingested (unchanged files skipped), documents at or under
+    /// those that are gone are removed. What the folder watcher calls with the paths it saw change.
+    pub async fn sync_paths(
+        &self,
+        paths: &[PathBuf],
+        on_event: &mut (dyn FnMut(Event) + Send),
+        cancel: &Cancel,
+    ) -> Result<IngestReport> {
+        let (present, gone): (Vec<PathBuf>, Vec<PathBuf>) = paths.iter().cloned().partition(|p| p.exists());
+        let present: Vec<PathBuf> = present
+            .into_iter()
+            .filter(|p| p.is_dir() || quire_ingest::is_supported(p))
+            .collect();
+        let mut report = if present.is_empty() {
+            IngestReport::default()
+        } else {
+            self.ingest(&present, on_event, cancel).await?
+        };
+        // Removals after additions: a renamed file's chunks are still there to be reused.
+        let gone: Vec<PathBuf> = gone.iter().map(|p| ingestion::canonical(p)).collect();
+        let docs: Vec<DocumentRecord> = self
+            .kb
+            .documents()
+            .await?
+            .into_iter()
+            .filter(|d| gone.iter().any(|g| Path::new(&d.path).starts_with(g)) && !Path::new(&d.path).exists())
+            .collect();
+        if !docs.is_empty() {
+            ingestion::remove_gone(self, &docs, &mut report, on_event).await?;
+            self.kb.refresh_indexes().await?;
+        }
+        if !docs.is_empty() && present.is_empty() {
+            on_event(Event::IngestFinished {
+                indexed: 0,
+                unchanged: 0,
+                removed: docs.len(),
+                failed: 0,
+                chunks: 0,
+                cancelled: false,
+            });
+        }
+        Ok(report)
+    }
+
+    /// Compacts the knowledge base's files and deletes old table versions (all of them with
+    /// `keep` zero); what `quire optimize` runs.
+    pub async fn optimize(&self, keep: std::time::Duration) -> Result<()> {
+        self.kb.refresh_indexes().await?;
+        self.kb.optimize(keep).await
     }
 
     /// Indexes files and folders; stops between files or embedding batches when `cancel` is set.

@@ -86,6 +86,21 @@ pub struct BudgetedModel<'a> {
     pub loaded: bool,
 }
 
+/// The most resident memory this process has had (Linux: VmHWM; `None` where the OS does not
+/// keep the figure in a place we read).
+pub fn peak_rss_bytes() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kb * 1024)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 /// Resident bytes of a BERT embedder: its f32 safetensors are copied into memory as they are.
 pub fn embedder_bytes(dir: &Path) -> u64 {
     std::fs::metadata(dir.join("model.safetensors")).map(|m| m.len()).unwrap_or(0)

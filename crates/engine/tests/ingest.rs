@@ -10,6 +10,7 @@ async fn engine(data: &std::path::Path) -> Engine {
         llm_path: quire_models::SMOLLM2.location().unwrap(),
         top_k: 4,
         max_answer_tokens: 256,
+        loader: None,
     };
     Engine::open(config).await.unwrap()
 }
@@ -88,6 +89,7 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
         llm_path: quire_testkit::model(&quire_models::SMOLLM2),
         top_k: 3,
         max_answer_tokens: 200,
+        loader: None,
     };
     let engine = Engine::open(config).await.unwrap();
     engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}, &Cancel::new()).await.unwrap();
@@ -126,8 +128,9 @@ async fn progress_events_follow_each_file_and_cancel_stops_between_files() {
     let stopper = cancel.clone();
     let report = engine
         .ingest(&[docs.path().to_path_buf()], &mut |e| {
-            // Cancel as soon as the first file is stored: the other two must not be touched.
-            if matches!(e, Event::FileFinished { .. }) {
+            // Cancel as soon as the first file is embedded: it is kept (work done), the other
+            // two are not touched.
+            if matches!(e, Event::FileProgress { stage: quire_engine::FileStage::Storing, .. }) {
                 stopper.cancel();
             }
             events.push(e);
@@ -136,6 +139,10 @@ async fn progress_events_follow_each_file_and_cancel_stops_between_files() {
         .unwrap();
     assert_eq!(report.files.len(), 1, "{report:?}");
     assert_eq!(engine.documents().await.unwrap().len(), 1);
+    // The two untouched files are marked cancelled in the queue, not left for a resume.
+    assert!(engine.pending_files().is_empty(), "{:?}", engine.pending_files());
+    let cancelled = engine.job_list().into_iter().filter(|j| j.state == quire_engine::JobState::Cancelled).count();
+    assert_eq!(cancelled, 2);
     match &events[0] {
         Event::IngestStarted { files } => {
             assert_eq!(files.len(), 3);
@@ -179,4 +186,42 @@ async fn a_cancelled_answer_ends_with_the_cancelled_error() {
     assert!(err.is::<quire_engine::Cancelled>(), "{err:#}");
     // Generation stops at the next token: a couple of pieces at most, not the whole answer.
     assert!((1..=3).contains(&deltas), "{deltas} deltas after cancelling");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unchanged_files_are_known_by_size_and_time_without_being_read() {
+    use std::time::{Duration, SystemTime};
+    let docs = quire_testkit::copy_samples(&["markdown/notify-README.md"]);
+    let file = docs.path().join("markdown/notify-README.md");
+    let set_time = |t: SystemTime| std::fs::File::options().write(true).open(&file).unwrap().set_modified(t).unwrap();
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    set_time(an_hour_ago);
+    let data = tempfile::tempdir().unwrap();
+    let engine = engine(data.path()).await;
+    let paths = [docs.path().to_path_buf()];
+    let outcome = |r: &quire_engine::IngestReport| r.files[0].1.clone();
+    let first = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
+    assert!(matches!(outcome(&first), FileOutcome::Indexed { .. }));
+
+    // Same size and time, other bytes: taken as unchanged, so the file was not read. (The
+    // trade-off every sync tool makes; a real edit moves the time.)
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replacen("notify", "NOTIFY", 1)).unwrap();
+    set_time(an_hour_ago);
+    let second = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
+    assert_eq!(outcome(&second), FileOutcome::Unchanged);
+
+    // A new time: read, hashed, re-indexed.
+    set_time(SystemTime::now() - Duration::from_secs(60));
+    let third = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
+    assert!(matches!(outcome(&third), FileOutcome::Indexed { .. }), "{third:?}");
+
+    // Touched only: unchanged, and the new time is recorded so the next scan skips the read.
+    let touched = SystemTime::now() - Duration::from_secs(30);
+    set_time(touched);
+    let fourth = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
+    assert_eq!(outcome(&fourth), FileOutcome::Unchanged);
+    let stored = &engine.documents().await.unwrap()[0];
+    let touched_ms = touched.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    assert_eq!(stored.modified_ms, touched_ms);
 }

@@ -49,6 +49,15 @@ impl Dataset {
         let queries = all_queries.into_iter().filter(|q| qrels.contains_key(&q.id)).map(|q| (q.id, q.text)).collect();
         Ok(Dataset { corpus, queries, qrels })
     }
+
+    /// Only the documents of a BEIR folder (for benchmarks that need no judgements).
+    pub fn load_corpus(dir: &Path) -> Result<Vec<Document>> {
+        let path = dir.join("corpus.jsonl");
+        if !path.is_file() {
+            bail!("{} is not a BEIR dataset folder: corpus.jsonl is missing", dir.display());
+        }
+        read_jsonl(&path)
+    }
 }
 
 fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {

@@ -4,6 +4,12 @@
 //! Search is dense (cosine over the embeddings: exact below `HNSW_MIN_ROWS` chunks, an
 //! IVF_HNSW_SQ index above), BM25 over the chunk text (LanceDB's inverted index), or hybrid:
 //! both lists fused by reciprocal rank. The caller embeds; this crate never runs a model.
+//!
+//! Crash safety rests on one invariant: **a document row exists only when all its chunks are
+//! stored.** Writes go chunks first, document rows last (the commit); removals go document rows
+//! first, chunks after. A crash in between leaves at worst chunks without a document row, which
+//! `remove_orphans` deletes and which the next ingestion of that file rewrites (reusing their
+//! vectors by chunk hash, so nothing is embedded twice).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,7 +26,7 @@ use lancedb::index::scalar::{FtsIndexBuilder, FullTextSearchQuery};
 use lancedb::index::vector::IvfHnswSqIndexBuilder;
 use lancedb::index::Index;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
-use lancedb::table::OptimizeAction;
+use lancedb::table::{Duration, NewColumnTransform, OptimizeAction};
 use lancedb::{DistanceType, Table};
 use serde::Serialize;
 use ts_rs::TS;
@@ -45,11 +51,16 @@ pub struct DocumentRecord {
     pub chunks: u32,
     #[ts(type = "number")]
     pub ingested_at_ms: i64,
+    /// The file's modification time when it was read (ms since the epoch; 0 if unknown).
+    #[ts(type = "number")]
+    pub modified_ms: i64,
 }
 
 #[derive(Debug, Clone)]
 pub struct ChunkRecord {
     pub doc_id: String,
+    /// sha256 of the chunk's text (hex): the same text is embedded once, whatever file it is in.
+    pub hash: String,
     pub seq: u32,
     pub page: Option<u32>,
     pub start: u64,
@@ -113,6 +124,7 @@ fn documents_schema() -> SchemaRef {
         Field::new("pages", DataType::UInt32, false),
         Field::new("chunks", DataType::UInt32, false),
         Field::new("ingested_at_ms", DataType::Int64, false),
+        Field::new("modified_ms", DataType::Int64, true),
     ]))
 }
 
@@ -126,6 +138,7 @@ fn chunks_schema(dim: usize) -> SchemaRef {
         Field::new("end", DataType::UInt64, false),
         Field::new("tokens", DataType::UInt32, false),
         Field::new("text", DataType::Utf8, false),
+        Field::new("chunk_hash", DataType::Utf8, false),
         Field::new(
             "vector",
             DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dim as i32),
@@ -164,6 +177,24 @@ impl KnowledgeBase {
             DataType::FixedSizeList(_, n) => *n as usize,
             other => anyhow::bail!("the chunks table has an unexpected vector type {other}"),
         };
+        if documents.schema().await?.field_with_name("modified_ms").is_err() {
+            // Made before modification times were kept: 0 means "unknown", so such files are
+            // hashed once more on the next scan, then recorded.
+            documents
+                .add_columns()
+                .transform(NewColumnTransform::SqlExpressions(vec![("modified_ms".into(), "CAST(0 AS BIGINT)".into())]))
+                .execute()
+                .await?;
+        }
+        if chunks.schema().await?.field_with_name("chunk_hash").is_err() {
+            // Made before chunk hashes were kept: an empty hash never matches, so old chunks
+            // are simply not reused; they are replaced as their files change.
+            chunks
+                .add_columns()
+                .transform(NewColumnTransform::SqlExpressions(vec![("chunk_hash".into(), "''".into())]))
+                .execute()
+                .await?;
+        }
         if stored_dim != dim {
             anyhow::bail!(
                 "this knowledge base holds {stored_dim}-d embeddings but the embedding model makes {dim}-d ones; \
@@ -207,6 +238,7 @@ impl KnowledgeBase {
             let pages = col::<UInt32Array>(b, "pages")?;
             let chunks = col::<UInt32Array>(b, "chunks")?;
             let at = col::<Int64Array>(b, "ingested_at_ms")?;
+            let modified = col::<Int64Array>(b, "modified_ms")?;
             for i in 0..b.num_rows() {
                 out.push(DocumentRecord {
                     doc_id: ids.value(i).into(),
@@ -217,6 +249,7 @@ impl KnowledgeBase {
                     pages: pages.value(i),
                     chunks: chunks.value(i),
                     ingested_at_ms: at.value(i),
+                    modified_ms: if modified.is_null(i) { 0 } else { modified.value(i) },
                 });
             }
         }
@@ -225,21 +258,145 @@ impl KnowledgeBase {
 
     /// Stores a document and its chunks, replacing whatever was stored for the same document id.
     pub async fn replace_document(&self, doc: &DocumentRecord, chunks: &[ChunkRecord]) -> Result<()> {
-        self.remove_document(&doc.doc_id).await?;
+        self.commit(std::slice::from_ref(doc), chunks).await
+    }
+
+    /// Stores documents and their chunks in four writes whatever their number, replacing what
+    /// was stored under the same document ids. Ordered for the crash-safety invariant: old
+    /// document rows out, old chunks out, new chunks in, new document rows in.
+    pub async fn commit(&self, docs: &[DocumentRecord], chunks: &[ChunkRecord]) -> Result<()> {
+        if docs.is_empty() {
+            return Ok(());
+        }
+        for c in chunks {
+            anyhow::ensure!(docs.iter().any(|d| d.doc_id == c.doc_id), "chunk {} has no document in the commit", c.id());
+        }
+        let ids: Vec<&str> = docs.iter().map(|d| d.doc_id.as_str()).collect();
+        let filter = doc_id_filter(&ids);
+        if self.documents.count_rows(Some(filter.clone())).await? > 0 {
+            self.documents.delete(&filter).await?;
+        }
+        if self.chunks.count_rows(Some(filter.clone())).await? > 0 {
+            self.chunks.delete(&filter).await?;
+        }
         if !chunks.is_empty() {
             self.chunks.add(self.chunk_batch(chunks)?).execute().await?;
         }
-        self.documents.add(document_batch(doc)?).execute().await?;
+        self.documents.add(document_batch(docs)?).execute().await?;
+        Ok(())
+    }
+
+    /// Records a stored document's new modification time (one atomic write; chunks untouched).
+    pub async fn update_document(&self, doc: &DocumentRecord) -> Result<()> {
+        self.documents
+            .update()
+            .only_if(format!("doc_id = {}", sql_str(&doc.doc_id)))
+            .column("modified_ms", format!("CAST({} AS BIGINT)", doc.modified_ms))
+            .column("ingested_at_ms", format!("CAST({} AS BIGINT)", doc.ingested_at_ms))
+            .execute()
+            .await?;
         Ok(())
     }
 
     /// Removes a document and its chunks; returns whether it was there.
     pub async fn remove_document(&self, doc_id: &str) -> Result<bool> {
-        let filter = format!("doc_id = {}", sql_str(doc_id));
-        let existed = self.documents.count_rows(Some(filter.clone())).await? > 0;
-        self.chunks.delete(filter.as_str()).await?;
-        self.documents.delete(filter.as_str()).await?;
+        Ok(self.remove_documents(&[doc_id]).await? > 0)
+    }
+
+    /// Removes documents and their chunks (document rows first); returns how many were there.
+    pub async fn remove_documents(&self, doc_ids: &[&str]) -> Result<usize> {
+        if doc_ids.is_empty() {
+            return Ok(0);
+        }
+        let filter = doc_id_filter(doc_ids);
+        let existed = self.documents.count_rows(Some(filter.clone())).await?;
+        if existed > 0 {
+            self.documents.delete(&filter).await?;
+        }
+        if self.chunks.count_rows(Some(filter.clone())).await? > 0 {
+            self.chunks.delete(&filter).await?;
+        }
         Ok(existed)
+    }
+
+    /// Deletes chunks whose document row is missing (left by a crash between the two writes of
+    /// a commit); returns how many.
+    pub async fn remove_orphans(&self) -> Result<usize> {
+        let known: std::collections::HashSet<String> = self.documents().await?.into_iter().map(|d| d.doc_id).collect();
+        let mut orphans: Vec<String> =
+            self.chunk_keys().await?.into_iter().filter(|k| !known.contains(&k.doc_id)).map(|k| k.doc_id).collect();
+        orphans.sort();
+        orphans.dedup();
+        let before = self.chunks.count_rows(None).await?;
+        for group in orphans.chunks(500) {
+            let ids: Vec<&str> = group.iter().map(|s| s.as_str()).collect();
+            self.chunks.delete(&doc_id_filter(&ids)).await?;
+        }
+        Ok(before - self.chunks.count_rows(None).await?)
+    }
+
+    /// Every stored chunk's id, document and text hash (no text, no vector).
+    pub async fn chunk_keys(&self) -> Result<Vec<ChunkKey>> {
+        let batches: Vec<RecordBatch> = self
+            .chunks
+            .query()
+            .select(Select::columns(&["chunk_id", "doc_id", "chunk_hash"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        let mut keys = Vec::new();
+        for b in &batches {
+            let (ids, docs, hashes) = (str_col(b, "chunk_id")?, str_col(b, "doc_id")?, str_col(b, "chunk_hash")?);
+            for i in 0..b.num_rows() {
+                keys.push(ChunkKey { chunk_id: ids.value(i).into(), doc_id: docs.value(i).into(), hash: hashes.value(i).into() });
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Stored vectors for the given chunk hashes (those that are stored; each once).
+    pub async fn vectors_by_hash(&self, hashes: &[&str]) -> Result<HashMap<String, Vec<f32>>> {
+        let mut found = HashMap::new();
+        for group in hashes.chunks(500) {
+            let list = group.iter().map(|h| sql_str(h)).collect::<Vec<_>>().join(", ");
+            self.collect_vectors(format!("chunk_hash IN ({list})"), &mut found).await?;
+        }
+        Ok(found)
+    }
+
+    /// The vectors of the given documents' chunks, by chunk hash.
+    pub async fn vectors_of_documents(&self, doc_ids: &[&str]) -> Result<HashMap<String, Vec<f32>>> {
+        let mut found = HashMap::new();
+        for group in doc_ids.chunks(500) {
+            self.collect_vectors(doc_id_filter(group), &mut found).await?;
+        }
+        Ok(found)
+    }
+
+    async fn collect_vectors(&self, filter: String, found: &mut HashMap<String, Vec<f32>>) -> Result<()> {
+        let batches: Vec<RecordBatch> = self
+            .chunks
+            .query()
+            .only_if(filter)
+            .select(Select::columns(&["chunk_hash", "vector"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        for b in &batches {
+            let hashes = str_col(b, "chunk_hash")?;
+            let vectors = col::<FixedSizeListArray>(b, "vector")?;
+            for i in 0..b.num_rows() {
+                if hashes.value(i).is_empty() {
+                    continue; // stored before hashes were kept
+                }
+                let values = vectors.value(i);
+                let values = values.as_any().downcast_ref::<Float32Array>().context("vector values are not f32")?;
+                found.entry(hashes.value(i).to_string()).or_insert_with(|| values.values().to_vec());
+            }
+        }
+        Ok(())
     }
 
     pub async fn chunk_count(&self) -> Result<usize> {
@@ -272,12 +429,34 @@ impl KnowledgeBase {
         Ok(())
     }
 
-    /// Compacts files and drops old table versions so the data folder does not grow with every write.
-    pub async fn optimize(&self) -> Result<()> {
+    /// Compacts small files into large ones and deletes table versions older than `keep`, so
+    /// the data folder does not grow with every write. Versions another process may still be
+    /// reading are kept by passing a `keep` longer than its reads.
+    pub async fn optimize(&self, keep: std::time::Duration) -> Result<()> {
+        let older_than = Duration::from_std(keep).unwrap_or(Duration::zero());
         for table in [&self.documents, &self.chunks] {
-            table.optimize(OptimizeAction::All).await?;
+            table.optimize(OptimizeAction::Compact { options: Default::default(), remap_options: None }).await?;
+            table
+                .optimize(OptimizeAction::Prune { older_than: Some(older_than), delete_unverified: None, error_if_tagged_old_versions: None })
+                .await?;
         }
         Ok(())
+    }
+
+    /// Deletes table versions older than `keep` without compacting (cheap; for long ingestions).
+    pub async fn prune(&self, keep: std::time::Duration) -> Result<()> {
+        let older_than = Duration::from_std(keep).unwrap_or(Duration::zero());
+        for table in [&self.documents, &self.chunks] {
+            table
+                .optimize(OptimizeAction::Prune { older_than: Some(older_than), delete_unverified: None, error_if_tagged_old_versions: None })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// How many versions the chunk table has accumulated (each write makes one).
+    pub async fn chunk_table_versions(&self) -> Result<usize> {
+        Ok(self.chunks.list_versions().await?.len())
     }
 
     pub async fn has_vector_index(&self) -> Result<bool> {
@@ -373,6 +552,7 @@ impl KnowledgeBase {
                 Arc::new(UInt64Array::from_iter_values(chunks.iter().map(|c| c.end))),
                 Arc::new(UInt32Array::from_iter_values(chunks.iter().map(|c| c.tokens))),
                 Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.text.as_str()))),
+                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.hash.as_str()))),
                 Arc::new(vectors),
             ],
         )?)
@@ -435,18 +615,32 @@ pub fn fuse_rrf(lists: &[Vec<SearchHit>], limit: usize) -> Vec<SearchHit> {
     fused
 }
 
-fn document_batch(doc: &DocumentRecord) -> Result<RecordBatch> {
+/// One stored chunk's identity, for checks and repairs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChunkKey {
+    pub chunk_id: String,
+    pub doc_id: String,
+    pub hash: String,
+}
+
+fn doc_id_filter(ids: &[&str]) -> String {
+    format!("doc_id IN ({})", ids.iter().map(|id| sql_str(id)).collect::<Vec<_>>().join(", "))
+}
+
+fn document_batch(docs: &[DocumentRecord]) -> Result<RecordBatch> {
+    let strs = |f: fn(&DocumentRecord) -> &str| Arc::new(StringArray::from_iter_values(docs.iter().map(f)));
     Ok(RecordBatch::try_new(
         documents_schema(),
         vec![
-            Arc::new(StringArray::from(vec![doc.doc_id.as_str()])),
-            Arc::new(StringArray::from(vec![doc.path.as_str()])),
-            Arc::new(StringArray::from(vec![doc.kind.as_str()])),
-            Arc::new(StringArray::from(vec![doc.content_hash.as_str()])),
-            Arc::new(UInt64Array::from(vec![doc.bytes])),
-            Arc::new(UInt32Array::from(vec![doc.pages])),
-            Arc::new(UInt32Array::from(vec![doc.chunks])),
-            Arc::new(Int64Array::from(vec![doc.ingested_at_ms])),
+            strs(|d| &d.doc_id),
+            strs(|d| &d.path),
+            strs(|d| &d.kind),
+            strs(|d| &d.content_hash),
+            Arc::new(UInt64Array::from_iter_values(docs.iter().map(|d| d.bytes))),
+            Arc::new(UInt32Array::from_iter_values(docs.iter().map(|d| d.pages))),
+            Arc::new(UInt32Array::from_iter_values(docs.iter().map(|d| d.chunks))),
+            Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.ingested_at_ms))),
+            Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.modified_ms))),
         ],
     )?)
 }

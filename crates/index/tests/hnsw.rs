@@ -27,6 +27,7 @@ async fn hnsw_index_is_built_and_serves_large_pools() {
     let chunks: Vec<ChunkRecord> = (0..rows)
         .map(|i| ChunkRecord {
             doc_id: "doc".into(),
+            hash: format!("h{i}"),
             seq: i as u32,
             page: Some(1),
             start: 0,
@@ -45,6 +46,7 @@ async fn hnsw_index_is_built_and_serves_large_pools() {
         pages: 1,
         chunks: rows as u32,
         ingested_at_ms: 0,
+            modified_ms: 0,
     };
     kb.replace_document(&doc, &chunks).await.unwrap();
     assert!(!kb.has_vector_index().await.unwrap());

@@ -87,7 +87,7 @@ impl Chunker {
         for page in &doc.pages {
             let pieces: Vec<(usize, &str)> = match doc.kind {
                 DocKind::Markdown => self.markdown.chunk_indices(&page.text).collect(),
-                DocKind::Pdf | DocKind::Text => self.text.chunk_indices(&page.text).collect(),
+                DocKind::Pdf | DocKind::Text | DocKind::Html | DocKind::Docx | DocKind::Epub => self.text.chunk_indices(&page.text).collect(),
             };
             let mut previous_body_start = None;
             for (body_start, body) in pieces {

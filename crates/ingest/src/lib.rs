@@ -3,13 +3,16 @@
 //! model's tokenizer, so chunk sizes are counted in the tokens the embedder will see.
 
 mod chunker;
+pub mod isolate;
 mod loaders;
+mod office;
 
 pub use chunker::{Chunk, Chunker, CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS};
 pub use loaders::{
-    content_hash, decode_text, is_supported, load_bytes, load_file, DocKind, LoadError,
-    LoadedDocument, Page, MAX_FILE_BYTES,
+    content_hash, decode_text, html_to_text, is_editor_temporary, is_supported, load_bytes, load_file,
+    DocKind, LoadError, LoadedDocument, Page, MAX_FILE_BYTES,
 };
+pub use office::{docx_text, epub_text, MAX_ARCHIVE_TEXT_BYTES, MAX_ENTRY_BYTES};
 
 /// The PDF parser panics on some malformed files; the loaders catch those panics and report them
 /// per file (or per page), so the default hook's backtrace would only alarm. A front end calls

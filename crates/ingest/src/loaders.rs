@@ -1,21 +1,26 @@
 //! Loaders: PDF (text per page through pdf-extract), Markdown and plain text (UTF-8, UTF-16 with
-//! a byte-order mark, or Latin-1/Windows-1252). Every failure is a `LoadError` that names the
-//! reason; nothing here panics on bad input (a panicking PDF parser is caught).
+//! a byte-order mark, or Latin-1/Windows-1252), HTML (html2text), DOCX and EPUB (zip + quick-xml,
+//! in `office`). Every failure is a `LoadError` that names the reason; nothing here panics on bad
+//! input (a panicking PDF parser is caught). Parsers that can run away are bounded further by
+//! running them in a child process (`isolate`).
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Files above this size are refused before they are read (the ingestion must stay bounded).
-pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+pub const MAX_FILE_BYTES: u64 = 128 * 1024 * 1024;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DocKind {
     Pdf,
     Markdown,
     Text,
+    Html,
+    Docx,
+    Epub,
 }
 
 impl DocKind {
@@ -25,6 +30,9 @@ impl DocKind {
             "pdf" => Some(DocKind::Pdf),
             "md" | "markdown" => Some(DocKind::Markdown),
             "txt" | "text" => Some(DocKind::Text),
+            "html" | "htm" | "xhtml" => Some(DocKind::Html),
+            "docx" => Some(DocKind::Docx),
+            "epub" => Some(DocKind::Epub),
             _ => None,
         }
     }
@@ -34,23 +42,48 @@ impl DocKind {
             DocKind::Pdf => "pdf",
             DocKind::Markdown => "markdown",
             DocKind::Text => "text",
+            DocKind::Html => "html",
+            DocKind::Docx => "docx",
+            DocKind::Epub => "epub",
         }
+    }
+
+    /// Formats whose parsers are complex enough to hang, blow up memory or crash on a crafted
+    /// file: these are loaded in a child process when the caller asks for isolation.
+    pub fn needs_isolation(self) -> bool {
+        matches!(self, DocKind::Pdf | DocKind::Docx | DocKind::Epub)
     }
 }
 
 pub fn is_supported(path: &Path) -> bool {
-    DocKind::from_path(path).is_some()
+    DocKind::from_path(path).is_some() && !is_editor_temporary(path)
+}
+
+/// Files editors and office suites leave beside the real one while it is open or being saved:
+/// lock files (`~$report.docx`, `.~lock.x#`), swap files (`.swp`), backups (`notes.md~`),
+/// partial downloads and save-by-rename temporaries. They are never indexed.
+pub fn is_editor_temporary(path: &Path) -> bool {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy()) else { return false };
+    let lower = name.to_ascii_lowercase();
+    name.starts_with("~$")
+        || name.starts_with(".~lock.")
+        || name.starts_with('.')
+        || (name.starts_with('#') && name.ends_with('#'))
+        || name.ends_with('~')
+        || [".swp", ".swx", ".swo", ".tmp", ".temp", ".part", ".crdownload", ".partial", ".download"]
+            .iter()
+            .any(|ext| lower.ends_with(ext))
 }
 
 /// One page of a document. Documents without pages (Markdown, text) have a single page with
 /// `number: None`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Page {
     pub number: Option<u32>,
     pub text: String,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadedDocument {
     pub path: PathBuf,
     pub kind: DocKind,
@@ -64,7 +97,7 @@ pub struct LoadedDocument {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("unsupported file type (Quire reads .pdf, .md, .markdown, .txt, .text)")]
+    #[error("unsupported file type (Quire reads .pdf, .md, .markdown, .txt, .text, .html, .htm, .docx, .epub)")]
     Unsupported,
     #[error("cannot read the file: {0}")]
     Io(#[from] std::io::Error),
@@ -80,6 +113,23 @@ pub enum LoadError {
     Encrypted,
     #[error("the PDF has no extractable text (scanned images need OCR, which Quire does not do yet)")]
     NoText,
+    #[error("not a readable {kind} file: {reason}")]
+    Archive { kind: &'static str, reason: String },
+    #[error("the {kind} file is password-protected or encrypted")]
+    ArchiveEncrypted { kind: &'static str },
+    #[error("{part} inside the file expands to more than {limit} bytes (a zip bomb?)")]
+    ExpandsTooFar { part: String, limit: u64 },
+    #[error("not readable HTML: {0}")]
+    Html(String),
+    #[error("reading took longer than {0} s: the file was skipped (a parser stuck on it?)")]
+    TimedOut(f64),
+    #[error("reading it needed more than {0}: the file was skipped")]
+    OutOfMemory(String),
+    #[error("the reader crashed on this file: {0}")]
+    Crashed(String),
+    /// A failure reported by a loader child process, in its words.
+    #[error("{0}")]
+    Worker(String),
 }
 
 pub fn content_hash(bytes: &[u8]) -> String {
@@ -100,9 +150,13 @@ pub fn load_bytes(path: &Path, kind: DocKind, bytes: &[u8]) -> Result<LoadedDocu
     if bytes.is_empty() {
         return Err(LoadError::Empty);
     }
+    let single = |text: String| (vec![Page { number: None, text }], vec![]);
     let (pages, unreadable_pages) = match kind {
         DocKind::Pdf => load_pdf(bytes)?,
-        DocKind::Markdown | DocKind::Text => (vec![Page { number: None, text: decode_text(bytes)? }], vec![]),
+        DocKind::Markdown | DocKind::Text => single(decode_text(bytes)?),
+        DocKind::Html => single(html_to_text(&decode_text(bytes)?)?),
+        DocKind::Docx => single(crate::office::docx_text(bytes)?),
+        DocKind::Epub => single(crate::office::epub_text(bytes)?),
     };
     if pages.iter().all(|p| p.text.trim().is_empty()) {
         return Err(match kind {
@@ -134,6 +188,15 @@ pub fn decode_text(bytes: &[u8]) -> Result<String, LoadError> {
         Ok(text) => Ok(text.to_owned()),
         Err(_) => Ok(encoding_rs::WINDOWS_1252.decode_without_bom_handling(bytes).0.into_owned()),
     }
+}
+
+/// The readable text of an HTML page: block structure kept as line breaks, no wrapping (the
+/// chunker decides where lines go), links and images reduced to their text.
+pub fn html_to_text(html: &str) -> Result<String, LoadError> {
+    const NO_WRAP: usize = 100_000;
+    html2text::config::with_decorator(html2text::render::TrivialDecorator::new())
+        .string_from_read(html.as_bytes(), NO_WRAP)
+        .map_err(|e| LoadError::Html(e.to_string()))
 }
 
 /// Text files have no NUL bytes and few control characters; executables and images have many.

@@ -54,3 +54,141 @@ pub fn model(model: &quire_models::KnownModel) -> PathBuf {
     assert!(model.is_installed(), "{}", quire_models::missing_model_error(model));
     model.location().unwrap()
 }
+
+/// A zip archive of `(name, bytes)` entries, each deflated, written here rather than with the zip
+/// crate so tests can make any archive (a bomb, a lying header) without its writer's features.
+pub fn zip_archive(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, data) in entries {
+        let mut encoder = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(data).unwrap();
+        let packed = encoder.finish().unwrap();
+        let crc = crc32fast::hash(data);
+        let offset = out.len() as u32;
+        let header = |sig: u32, central: bool| {
+            let mut h = Vec::new();
+            h.extend(sig.to_le_bytes());
+            if central {
+                h.extend(20u16.to_le_bytes()); // made by
+            }
+            h.extend(20u16.to_le_bytes()); // version needed
+            h.extend(0u16.to_le_bytes()); // flags
+            h.extend(8u16.to_le_bytes()); // deflate
+            h.extend(0u32.to_le_bytes()); // time, date
+            h.extend(crc.to_le_bytes());
+            h.extend((packed.len() as u32).to_le_bytes());
+            h.extend((data.len() as u32).to_le_bytes());
+            h.extend((name.len() as u16).to_le_bytes());
+            h.extend(0u16.to_le_bytes()); // extra
+            if central {
+                h.extend([0u8; 6]); // comment len, disk, internal attrs
+                h.extend(0u32.to_le_bytes()); // external attrs
+                h.extend(offset.to_le_bytes());
+            }
+            h.extend(name.as_bytes());
+            h
+        };
+        out.extend(header(0x04034b50, false));
+        out.extend(&packed);
+        central.extend(header(0x02014b50, true));
+    }
+    let central_offset = out.len() as u32;
+    out.extend(&central);
+    out.extend(0x06054b50u32.to_le_bytes());
+    out.extend([0u8; 4]); // disk numbers
+    out.extend((entries.len() as u16).to_le_bytes());
+    out.extend((entries.len() as u16).to_le_bytes());
+    out.extend((central.len() as u32).to_le_bytes());
+    out.extend(central_offset.to_le_bytes());
+    out.extend(0u16.to_le_bytes());
+    out
+}
+
+/// A Word document whose body is the given paragraphs.
+pub fn docx(paragraphs: &[&str]) -> Vec<u8> {
+    let body: String = paragraphs
+        .iter()
+        .map(|p| format!("<w:p><w:r><w:t xml:space=\"preserve\">{}</w:t></w:r></w:p>", xml_escape(p)))
+        .collect();
+    let document = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><w:document xmlns:w=\"http://schemas.openxmlformats.org/wordprocessingml/2006/main\"><w:body>{body}</w:body></w:document>"
+    );
+    zip_archive(&[
+        ("[Content_Types].xml", b"<?xml version=\"1.0\"?><Types xmlns=\"http://schemas.openxmlformats.org/package/2006/content-types\"/>"),
+        ("word/document.xml", document.as_bytes()),
+    ])
+}
+
+/// An EPUB book with the given chapters (title, text), listed in the spine in that order but in
+/// the manifest in reverse, so a reader must follow the spine.
+pub fn epub(chapters: &[(&str, &str)]) -> Vec<u8> {
+    let files: Vec<(String, String)> = chapters
+        .iter()
+        .enumerate()
+        .map(|(i, (title, text))| {
+            (
+                format!("OEBPS/text/chapter {i}.xhtml"),
+                format!(
+                    "<?xml version=\"1.0\" encoding=\"utf-8\"?><html xmlns=\"http://www.w3.org/1999/xhtml\"><head><title>{0}</title></head><body><h1>{0}</h1><p>{1}</p></body></html>",
+                    xml_escape(title),
+                    xml_escape(text)
+                ),
+            )
+        })
+        .collect();
+    let manifest: String = (0..chapters.len())
+        .rev()
+        .map(|i| format!("<item id=\"c{i}\" href=\"text/chapter%20{i}.xhtml\" media-type=\"application/xhtml+xml\"/>"))
+        .collect();
+    let spine: String = (0..chapters.len()).map(|i| format!("<itemref idref=\"c{i}\"/>")).collect();
+    let opf = format!(
+        "<?xml version=\"1.0\"?><package xmlns=\"http://www.idpf.org/2007/opf\" version=\"3.0\"><metadata/><manifest>{manifest}</manifest><spine>{spine}</spine></package>"
+    );
+    let container = "<?xml version=\"1.0\"?><container version=\"1.0\" xmlns=\"urn:oasis:names:tc:opendocument:xmlns:container\"><rootfiles><rootfile full-path=\"OEBPS/content.opf\" media-type=\"application/oebps-package+xml\"/></rootfiles></container>";
+    let mut entries: Vec<(&str, &[u8])> = vec![
+        ("mimetype", b"application/epub+zip"),
+        ("META-INF/container.xml", container.as_bytes()),
+        ("OEBPS/content.opf", opf.as_bytes()),
+    ];
+    entries.extend(files.iter().map(|(n, t)| (n.as_str(), t.as_bytes())));
+    zip_archive(&entries)
+}
+
+/// A one-page PDF whose trailer names an encryption dictionary no password opens (what a
+/// password-protected PDF looks like to a reader without the password).
+pub fn encrypted_pdf() -> Vec<u8> {
+    let objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_string(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>".to_string(),
+        "<< /Length 44 >>\nstream\nBT /F1 12 Tf 72 712 Td (Secret text) Tj ET\nendstream".to_string(),
+        format!("<< /Filter /Standard /V 2 /R 3 /Length 128 /P -3904 /O <{}> /U <{}> >>", "ab".repeat(32), "cd".repeat(32)),
+    ];
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(pdf.len());
+        pdf.extend(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
+    }
+    let xref = pdf.len();
+    pdf.extend(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    for o in offsets {
+        pdf.extend(format!("{o:010} 00000 n \n").as_bytes());
+    }
+    pdf.extend(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R /Encrypt 5 0 R /ID [<{}> <{}>] >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1,
+            "01".repeat(16),
+            "01".repeat(16)
+        )
+        .as_bytes(),
+    );
+    pdf
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}

@@ -2,6 +2,11 @@
 
 export type FileOutcome = { "status": "indexed", pages: number, chunks: number, 
 /**
+ * Chunks whose vectors were computed; the others' texts were stored already and their
+ * vectors were reused.
+ */
+embedded: number, 
+/**
  * PDF pages whose text could not be extracted; the rest of the file is indexed.
  */
-unreadable_pages: Array<number>, } | { "status": "unchanged" } | { "status": "failed", reason: string, };
+unreadable_pages: Array<number>, } | { "status": "unchanged" } | { "status": "removed" } | { "status": "failed", reason: string, };

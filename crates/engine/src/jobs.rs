@@ -1,0 +1,192 @@
+//! The ingestion queue on disk: one JSON line per change of a file's state (queued, indexed,
+//! unchanged, removed, failed with its reason), appended as it happens, in the collection's
+//! folder. After a crash or a quit the files still `queued` are the work left to do; the
+//! knowledge base itself says what was done (a file's document row is its commit).
+//!
+//! A torn last line (power lost mid-write) is ignored. When the log has grown past a few
+//! thousand lines it is rewritten (to a temporary file, then renamed over) with one line per file
+//! that still matters: queued or failed.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+const FILE_NAME: &str = "ingest-queue.jsonl";
+const REWRITE_AFTER_LINES: usize = 5_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Indexed,
+    Unchanged,
+    Removed,
+    Failed,
+    /// Stopped by the user: not resumed on its own.
+    Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct Job {
+    pub path: String,
+    pub state: JobState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[ts(type = "number")]
+    pub at_ms: i64,
+}
+
+pub struct JobQueue {
+    path: PathBuf,
+    jobs: BTreeMap<String, Job>,
+    lines: usize,
+}
+
+impl JobQueue {
+    pub fn open(dir: &Path) -> Result<JobQueue> {
+        let path = dir.join(FILE_NAME);
+        let mut jobs = BTreeMap::new();
+        let mut lines = 0;
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                for line in text.lines() {
+                    lines += 1;
+                    if let Ok(job) = serde_json::from_str::<Job>(line) {
+                        jobs.insert(job.path.clone(), job);
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot read the ingestion queue {}", path.display())),
+        }
+        let mut queue = JobQueue { path, jobs, lines };
+        queue.rewrite_if_long()?;
+        Ok(queue)
+    }
+
+    /// Files queued and not finished: the work an interrupted ingestion left.
+    pub fn pending(&self) -> Vec<PathBuf> {
+        self.with_state(JobState::Queued).map(|j| PathBuf::from(&j.path)).collect()
+    }
+
+    pub fn failed(&self) -> Vec<Job> {
+        self.with_state(JobState::Failed).cloned().collect()
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    fn with_state(&self, state: JobState) -> impl Iterator<Item = &Job> {
+        self.jobs.values().filter(move |j| j.state == state)
+    }
+
+    pub fn enqueue(&mut self, paths: &[PathBuf]) -> Result<()> {
+        let jobs: Vec<Job> = paths.iter().map(|p| job(p, JobState::Queued, None)).collect();
+        self.append(jobs)
+    }
+
+    pub fn finish(&mut self, path: &Path, state: JobState, reason: Option<String>) -> Result<()> {
+        self.append(vec![job(path, state, reason)])
+    }
+
+    pub fn finish_all(&mut self, done: &[(PathBuf, JobState, Option<String>)]) -> Result<()> {
+        self.append(done.iter().map(|(p, s, r)| job(p, *s, r.clone())).collect())
+    }
+
+    fn append(&mut self, jobs: Vec<Job>) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let mut text = String::new();
+        for j in &jobs {
+            text.push_str(&serde_json::to_string(j)?);
+            text.push('\n');
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .with_context(|| format!("cannot write the ingestion queue {}", self.path.display()))?;
+        file.write_all(text.as_bytes())?;
+        self.lines += jobs.len();
+        for j in jobs {
+            self.jobs.insert(j.path.clone(), j);
+        }
+        self.rewrite_if_long()
+    }
+
+    /// Rewrites the log once it is several times longer than what it describes.
+    fn rewrite_if_long(&mut self) -> Result<()> {
+        if self.lines > REWRITE_AFTER_LINES.max(4 * self.jobs.len()) {
+            self.rewrite()?;
+        }
+        Ok(())
+    }
+
+    fn rewrite(&mut self) -> Result<()> {
+        self.jobs.retain(|_, j| matches!(j.state, JobState::Queued | JobState::Failed));
+        let tmp = self.path.with_extension("jsonl.tmp");
+        let mut text = String::new();
+        for j in self.jobs.values() {
+            text.push_str(&serde_json::to_string(j)?);
+            text.push('\n');
+        }
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &self.path)?;
+        self.lines = self.jobs.len();
+        Ok(())
+    }
+}
+
+fn job(path: &Path, state: JobState, reason: Option<String>) -> Job {
+    Job {
+        path: path.to_string_lossy().into_owned(),
+        state,
+        reason,
+        at_ms: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_survives_reopening_and_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut q = JobQueue::open(dir.path()).unwrap();
+        q.enqueue(&["/a".into(), "/b".into(), "/c".into()]).unwrap();
+        q.finish(Path::new("/a"), JobState::Indexed, None).unwrap();
+        q.finish(Path::new("/c"), JobState::Failed, Some("the file is empty".into())).unwrap();
+        // Power lost in the middle of the next line.
+        let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join(FILE_NAME)).unwrap();
+        f.write_all(br#"{"path":"/b","sta"#).unwrap();
+
+        let q = JobQueue::open(dir.path()).unwrap();
+        assert_eq!(q.pending(), vec![PathBuf::from("/b")]);
+        assert_eq!(q.failed().len(), 1);
+        assert_eq!(q.failed()[0].reason.as_deref(), Some("the file is empty"));
+    }
+
+    #[test]
+    fn a_long_log_is_rewritten_with_what_still_matters() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut q = JobQueue::open(dir.path()).unwrap();
+        let paths: Vec<PathBuf> = (0..REWRITE_AFTER_LINES).map(|i| PathBuf::from(format!("/f{i}"))).collect();
+        // The same files scanned over and over (a folder re-scanned at every start).
+        for _ in 0..3 {
+            q.enqueue(&paths).unwrap();
+            q.finish_all(&paths[1..].iter().map(|p| (p.clone(), JobState::Unchanged, None)).collect::<Vec<_>>()).unwrap();
+        }
+        let lines = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap().lines().count();
+        assert!(lines <= 4 * REWRITE_AFTER_LINES, "{lines} lines: the log is rewritten as it grows");
+        let q = JobQueue::open(dir.path()).unwrap();
+        assert_eq!(q.pending(), vec![PathBuf::from("/f0")]);
+    }
+}

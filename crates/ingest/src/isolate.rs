@@ -1,0 +1,145 @@
+//! Loading a file in a child process, with a time limit and a memory limit, so that a parser that
+//! loops, allocates without bound or crashes on a crafted file costs that file only.
+//!
+//! The child is the front end's own executable started again with `WORKER_ENV` set to the file's
+//! path: the front end calls `serve_if_worker` first thing in `main`, which loads the file,
+//! writes the result to stdout as JSON and exits. This is the one place with per-OS process code.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::loaders::{load_file, LoadError, LoadedDocument};
+
+/// Set (to the file's path) in the environment of a loader child process.
+pub const WORKER_ENV: &str = "QUIRE_LOADER_WORKER";
+/// The child's memory limit in MB, passed through the environment.
+const MEMORY_ENV: &str = "QUIRE_LOADER_MEMORY_MB";
+
+/// How a file is loaded out of process.
+#[derive(Debug, Clone)]
+pub struct Isolation {
+    /// The executable that calls `serve_if_worker` at start (the CLI's or the app's own).
+    pub worker: PathBuf,
+    pub timeout: Duration,
+    pub memory_mb: u64,
+}
+
+impl Isolation {
+    /// The running executable as the worker, with limits from `QUIRE_LOADER_TIMEOUT_S` (seconds,
+    /// fractions allowed) and `QUIRE_LOADER_MEMORY_MB` when set (defaults: 120 s, 2048 MB).
+    pub fn current_exe() -> std::io::Result<Isolation> {
+        let env_f64 = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| *v > 0.0);
+        Ok(Isolation {
+            worker: std::env::current_exe()?,
+            timeout: Duration::from_secs_f64(env_f64("QUIRE_LOADER_TIMEOUT_S").unwrap_or(120.0)),
+            memory_mb: env_f64(MEMORY_ENV).map(|v| v as u64).unwrap_or(2048),
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+enum WorkerReply {
+    Loaded(LoadedDocument),
+    Failed(String),
+}
+
+/// What a loader may allocate, in words: the child's allowance, or the machine's memory.
+pub(crate) fn allowance() -> String {
+    match std::env::var(MEMORY_ENV).ok().filter(|_| std::env::var_os(WORKER_ENV).is_some()) {
+        Some(mb) => format!("the {mb} MB allowed"),
+        None => "the memory available".into(),
+    }
+}
+
+/// In a loader child process: loads the file, prints the result and exits. Elsewhere: returns.
+pub fn serve_if_worker() {
+    let Some(path) = std::env::var_os(WORKER_ENV) else { return };
+    if let Some(mb) = std::env::var(MEMORY_ENV).ok().and_then(|v| v.parse::<u64>().ok()) {
+        limit_memory(mb * 1024 * 1024);
+    }
+    crate::quiet_parser_panics();
+    let reply = match load_file(Path::new(&path)) {
+        Ok(doc) => WorkerReply::Loaded(doc),
+        Err(e) => WorkerReply::Failed(e.to_string()),
+    };
+    let code = match serde_json::to_writer(std::io::stdout().lock(), &reply) {
+        Ok(()) => 0,
+        Err(_) => 1,
+    };
+    std::process::exit(code);
+}
+
+#[cfg(target_os = "linux")]
+fn limit_memory(bytes: u64) {
+    // RLIMIT_DATA counts the heap and private anonymous mappings (what a parser allocates), not
+    // the executable's mapped code, which for the desktop app is large.
+    let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+    // SAFETY: setrlimit reads the struct we pass and changes only this process's limits.
+    unsafe { libc::setrlimit(libc::RLIMIT_DATA, &limit) };
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+fn limit_memory(bytes: u64) {
+    // macOS does not enforce RLIMIT_DATA; the address-space limit is the one that holds.
+    let limit = libc::rlimit { rlim_cur: bytes + (4 << 30), rlim_max: bytes + (4 << 30) };
+    // SAFETY: as above.
+    unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) };
+}
+
+#[cfg(not(unix))]
+fn limit_memory(_bytes: u64) {
+    // Windows would need a job object; the time limit still applies there.
+}
+
+/// Loads `path` in a child process; the child is killed when it passes the time limit.
+pub fn load_isolated(path: &Path, isolation: &Isolation) -> Result<LoadedDocument, LoadError> {
+    let mut child = Command::new(&isolation.worker)
+        .env(WORKER_ENV, path)
+        .env(MEMORY_ENV, isolation.memory_mb.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| LoadError::Crashed(format!("cannot start the loader {}: {e}", isolation.worker.display())))?;
+    // Both pipes are drained on their own threads so a child writing a lot never blocks.
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let deadline = Instant::now() + isolation.timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(LoadError::TimedOut(isolation.timeout.as_secs_f64()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(LoadError::Crashed(e.to_string())),
+        }
+    };
+    let out = stdout.join().unwrap_or_default();
+    let err = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
+    if status.success() {
+        return match serde_json::from_slice::<WorkerReply>(&out) {
+            Ok(WorkerReply::Loaded(doc)) => Ok(doc),
+            Ok(WorkerReply::Failed(reason)) => Err(LoadError::Worker(reason)),
+            Err(e) => Err(LoadError::Crashed(format!("unreadable reply from the loader ({e})"))),
+        };
+    }
+    if err.contains("memory allocation") || err.contains("out of memory") || err.contains("Cannot allocate") {
+        return Err(LoadError::OutOfMemory(format!("the {} MB allowed", isolation.memory_mb)));
+    }
+    let last_line = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+    Err(LoadError::Crashed(format!("{status}: {last_line}")))
+}

@@ -1,0 +1,285 @@
+//! Ingestion that never loses work, through the `quire` command as a person runs it: killed
+//! (SIGKILL) at random points and started again until done, the result must equal one clean
+//! ingestion; a folder of bad files must cost only those files; a parser that runs too long or
+//! allocates too much is stopped and its file reported.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use quire_index::{ChunkKey, KnowledgeBase};
+
+const EMBEDDING_DIM: usize = 384;
+
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        Home { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_quire"));
+        c.args(args)
+            .env("QUIRE_HOME", self.dir.path())
+            .env("QUIRE_MODELS", quire_models::models_dir().unwrap());
+        c
+    }
+
+    fn quire(&self, args: &[&str]) -> Output {
+        let out = self.command(args).output().unwrap();
+        eprintln!("$ quire {}\n{}{}", args.join(" "), text(&out.stdout), text(&out.stderr));
+        out
+    }
+
+    fn index_dir(&self) -> PathBuf {
+        self.dir.path().join("index")
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Everything that identifies an index's content: its documents and its chunks.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    documents: BTreeMap<String, (String, String, u32, u32)>,
+    chunks: BTreeSet<ChunkKey>,
+}
+
+/// The index's content, checked: every stored document complete (the invariant that holds even
+/// right after a kill); once `settled` (a run finished), no duplicate and no orphan chunks either.
+async fn snapshot(dir: &Path, settled: bool) -> Snapshot {
+    let kb = KnowledgeBase::open(dir, EMBEDDING_DIM).await.unwrap();
+    let docs = kb.documents().await.unwrap();
+    let keys = kb.chunk_keys().await.unwrap();
+    if settled {
+        let ids: BTreeSet<&str> = keys.iter().map(|k| k.chunk_id.as_str()).collect();
+        assert_eq!(ids.len(), keys.len(), "duplicate chunk ids");
+        for k in &keys {
+            assert!(docs.iter().any(|d| d.doc_id == k.doc_id), "orphan chunk {}", k.chunk_id);
+        }
+    }
+    for d in &docs {
+        let n = keys.iter().filter(|k| k.doc_id == d.doc_id).count();
+        assert_eq!(n, d.chunks as usize, "{} has {n} chunks stored, {} recorded", d.path, d.chunks);
+    }
+    Snapshot {
+        documents: docs.into_iter().map(|d| (d.path, (d.doc_id, d.content_hash, d.pages, d.chunks))).collect(),
+        chunks: keys.into_iter().collect(),
+    }
+}
+
+/// About 130 short documents cut from the sample Markdown (three variants of each cut), and a
+/// DOCX and an EPUB (loaded in a child process).
+fn crash_corpus() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paragraphs: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(quire_testkit::sample_docs().join("markdown")).unwrap() {
+        let body = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        paragraphs.extend(body.split("\n\n").map(|p| p.trim().to_string()).filter(|p| p.len() > 40));
+    }
+    let mut file = 0;
+    for variant in ["Draft", "Review", "Final"] {
+        for group in paragraphs.chunks(2) {
+            let body = format!("{variant} {file}.\n\n{}", group.join("\n\n"));
+            std::fs::write(dir.path().join(format!("note-{file:03}.md")), body).unwrap();
+            file += 1;
+        }
+    }
+    assert!(file >= 100, "{file} files");
+    std::fs::write(dir.path().join("report.docx"), quire_testkit::docx(&["Crash-safe ingestion report.", &paragraphs[0]])).unwrap();
+    std::fs::write(dir.path().join("book.epub"), quire_testkit::epub(&[("Start", &paragraphs[1]), ("End", &paragraphs[2])])).unwrap();
+    dir
+}
+
+/// A small deterministic generator for the kill times.
+struct Lcg(u64);
+
+impl Lcg {
+    fn unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestion() {
+    let corpus = crash_corpus();
+    let root = corpus.path();
+    let corpus_path = root.to_str().unwrap();
+    let mut names: Vec<String> =
+        std::fs::read_dir(root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".md")).collect();
+    names.sort();
+
+    // Twenty-odd runs, each killed (SIGKILL: no destructor, no flush, like a power cut) at a
+    // random point: start-up, reading, embedding, a commit, the index refresh, compaction.
+    // Between runs the folder changes as folders do (edits, a deletion, a new file), so every
+    // run has work to be killed in, and replacements and removals are interrupted too.
+    let crashed = Home::new();
+    let mut rng = Lcg(20261129);
+    let (mut kills, mut runs) = (0, 0);
+    while kills < 20 {
+        runs += 1;
+        assert!(runs <= 60, "only {kills} kills landed in {runs} runs");
+        if runs > 1 {
+            for _ in 0..12 {
+                let name = &names[(rng.unit() * names.len() as f64) as usize];
+                let path = root.join(name);
+                if let Ok(mut body) = std::fs::read_to_string(&path) {
+                    body.push_str(&format!("\n\nRevision {runs} of {name}.\n"));
+                    std::fs::write(&path, body).unwrap();
+                }
+            }
+            if runs % 5 == 0 {
+                let _ = std::fs::remove_file(root.join(&names[(rng.unit() * names.len() as f64) as usize]));
+                std::fs::write(root.join(format!("added-{runs}.md")), format!("Added in run {runs}: the ferry timetable changes in winter.\n")).unwrap();
+            }
+        }
+        let mut child = crashed.command(&["ingest", corpus_path]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let at = 0.1 + rng.unit() * if runs == 1 { 8.0 } else { 2.5 };
+        std::thread::sleep(Duration::from_secs_f64(at));
+        let killed = child.try_wait().unwrap().is_none();
+        if killed {
+            child.kill().unwrap();
+            kills += 1;
+        }
+        child.wait().unwrap();
+        // Even right after a kill, every stored document is complete.
+        let now = snapshot(&crashed.index_dir(), !killed).await;
+        println!("run {runs}: {} at {at:.2} s; {} documents, {} chunks stored", if killed { "killed" } else { "finished" }, now.documents.len(), now.chunks.len());
+    }
+
+    // The queue says what is left; `quire ingest` without paths finishes it.
+    let jobs = text(&crashed.quire(&["jobs"]).stdout);
+    if jobs.contains("queued ") {
+        let resumed = crashed.quire(&["ingest"]);
+        assert!(resumed.status.success(), "resume: {}", text(&resumed.stderr));
+        assert!(text(&resumed.stdout).contains("resuming an interrupted ingestion"));
+    }
+    // A full run picks up what the killed runs never queued; after it, nothing is left to do.
+    let full = crashed.quire(&["ingest", corpus_path]);
+    assert!(full.status.success());
+    let files = std::fs::read_dir(root).unwrap().count();
+    let again = crashed.quire(&["ingest", corpus_path]);
+    assert!(text(&again.stdout).contains(&format!("0 indexed, {files} unchanged")), "{}", text(&again.stdout));
+    let after = snapshot(&crashed.index_dir(), true).await;
+
+    // One clean ingestion of the same files.
+    let clean = Home::new();
+    assert!(clean.quire(&["ingest", corpus_path]).status.success());
+    let expected = snapshot(&clean.index_dir(), true).await;
+    assert_eq!(expected.documents.len(), files);
+    println!("after {kills} kills in {runs} runs: {} documents, {} chunks, equal to a clean ingestion", after.documents.len(), after.chunks.len());
+    assert_eq!(after, expected, "the index after crashes differs from a clean ingestion");
+}
+
+#[cfg(unix)]
+fn symlink(target: &str, link: &Path) {
+    std::os::unix::fs::symlink(target, link).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn bad_files_are_reported_and_cost_nothing_else() {
+    use std::os::unix::fs::PermissionsExt;
+    let docs = quire_testkit::copy_samples(&["bad", "markdown/notify-README.md"]);
+    let root = docs.path();
+    let write = |name: &str, bytes: &[u8]| std::fs::write(root.join(name), bytes).unwrap();
+    // Good files in every format.
+    write("report.docx", &quire_testkit::docx(&["The annual report of the lighthouse society.", "Membership rose to 212."]));
+    write("book.epub", &quire_testkit::epub(&[("Tides", "Spring tides follow the full and new moon."), ("Storms", "Storm surges add to them.")]));
+    write("page.html", b"<html><body><h1>Harbour</h1><p>The harbour master keeps the tide tables.</p></body></html>");
+    // Bad ones.
+    write("secret.pdf", &quire_testkit::encrypted_pdf());
+    let bomb_body = vec![b'x'; 80 * 1024 * 1024];
+    write("bomb.docx", &quire_testkit::zip_archive(&[("word/document.xml", &bomb_body)]));
+    write("locked.docx", &[&[0xD0u8, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1][..], &[0u8; 504][..]].concat());
+    write("noise.epub", &(0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect::<Vec<_>>());
+    std::fs::File::create(root.join("huge.txt")).unwrap().set_len(200 * 1024 * 1024).unwrap();
+    symlink("loop-b.md", &root.join("loop-a.md"));
+    symlink("loop-a.md", &root.join("loop-b.md"));
+    symlink("nowhere.md", &root.join("broken.md"));
+    write("unreadable.md", b"You cannot read me.");
+    std::fs::set_permissions(root.join("unreadable.md"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    // Root reads anything: then the file is simply good.
+    let unreadable = std::fs::read(root.join("unreadable.md")).is_err();
+
+    let home = Home::new();
+    let out = home.quire(&["ingest", "--stats", root.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "some files failed");
+    let err = text(&out.stderr);
+    let mut bad = vec![
+        ("binary.md", "binary"),
+        ("empty.txt", "empty"),
+        ("header-only.pdf", "PDF"),
+        ("truncated.pdf", "PDF"),
+        ("secret.pdf", "encrypted"),
+        ("bomb.docx", "zip bomb"),
+        ("locked.docx", "password-protected"),
+        ("noise.epub", "not a readable EPUB"),
+        ("huge.txt", "over the"),
+        ("loop-a.md", "link"),
+        ("loop-b.md", "link"),
+        ("broken.md", "link"),
+    ];
+    if unreadable {
+        bad.push(("unreadable.md", "ermission"));
+    }
+    for (name, why) in &bad {
+        let line = err.lines().find(|l| l.contains(&format!("/{name}:"))).unwrap_or_else(|| panic!("{name} not reported: {err}"));
+        assert!(line.contains(why), "{name}: expected the reason to mention {why:?}: {line}");
+    }
+    let list = text(&home.quire(&["list"]).stdout);
+    let mut good = vec!["report.docx", "book.epub", "page.html", "latin1.txt", "notify-README.md"];
+    if !unreadable {
+        good.push("unreadable.md");
+    }
+    for name in &good {
+        assert!(list.contains(&format!("/{name}")), "{name} indexed: {list}");
+    }
+    assert!(list.contains(&format!("{} documents", good.len())), "{list}");
+    // Memory stays bounded: the bomb and the huge file were refused, not read.
+    let stats = text(&out.stdout);
+    let peak_mb: f64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("peak RSS: ").and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok()))
+        .unwrap_or_else(|| panic!("no peak RSS in {stats}"));
+    println!("peak RSS while ingesting the bad corpus: {peak_mb} MB");
+    assert!(peak_mb < 1024.0, "peak RSS {peak_mb} MB");
+    let hits = text(&home.quire(&["search", "--mode", "bm25", "spring tides full moon"]).stdout);
+    assert!(hits.contains("book.epub"), "{hits}");
+}
+
+#[test]
+fn a_parser_that_runs_too_long_or_allocates_too_much_is_stopped() {
+    let docs = quire_testkit::copy_samples(&["4ti2_manual.pdf", "markdown/notify-README.md"]);
+    let home = Home::new();
+    let out = home.command(&["ingest", docs.path().to_str().unwrap()]).env("QUIRE_LOADER_TIMEOUT_S", "0.05").output().unwrap();
+    eprintln!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("4ti2_manual.pdf: reading took longer than 0.05 s"), "{err}");
+    assert!(text(&out.stdout).contains("indexed   "), "the other file is indexed");
+
+    // A Word document whose text inflates to 60 MB (under the 64 MiB cap per entry) needs more
+    // than a 32 MB allowance to read.
+    let big = tempfile::tempdir().unwrap();
+    let big_docx = big.path().join("big.docx");
+    std::fs::write(&big_docx, quire_testkit::docx(&[&"lorem ipsum ".repeat(5_000_000)])).unwrap();
+    let out = home.command(&["ingest", big_docx.to_str().unwrap()]).env("QUIRE_LOADER_MEMORY_MB", "32").output().unwrap();
+    let err = text(&out.stderr);
+    eprintln!("{err}");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("big.docx: reading it needed more than the 32 MB allowed"), "{err}");
+    assert!(!text(&out.stdout).contains("indexed   "), "nothing of it stored");
+
+    // With the default limits the same file is read.
+    let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("4ti2_manual.pdf ("), "{}", text(&out.stdout));
+}
