@@ -283,3 +283,29 @@ fn a_parser_that_runs_too_long_or_allocates_too_much_is_stopped() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("4ti2_manual.pdf ("), "{}", text(&out.stdout));
 }
+
+#[test]
+fn quire_watch_follows_a_folder_until_stopped() {
+    let docs = quire_testkit::copy_samples(&["markdown/notify-README.md"]);
+    let folder = docs.path().join("markdown");
+    let home = Home::new();
+    let mut watch = home.command(&["watch", folder.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let listed = |name: &str| text(&home.command(&["list"]).output().unwrap().stdout).contains(name);
+    let wait_for = |what: &str, check: &dyn Fn() -> bool| {
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while !check() {
+            assert!(std::time::Instant::now() < until, "quire watch did not follow: {what}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    wait_for("the first scan", &|| listed("notify-README.md"));
+    std::fs::write(folder.join("tides.md"), "# Tides\n\nSpring tides follow the full and new moon.\n").unwrap();
+    wait_for("a new file", &|| listed("tides.md"));
+    std::fs::remove_file(folder.join("notify-README.md")).unwrap();
+    wait_for("a deleted file", &|| !listed("notify-README.md"));
+    watch.kill().unwrap();
+    let out = watch.wait_with_output().unwrap();
+    let printed = text(&out.stdout);
+    assert!(printed.contains("watching 1 folder"), "{printed}");
+    assert!(printed.contains("removed   ") && printed.contains("notify-README.md"), "{printed}");
+}

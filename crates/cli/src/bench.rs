@@ -18,7 +18,7 @@ use clap::{Args, Subcommand};
 
 use quire_embed::Embedder;
 use quire_engine::SearchMode;
-use quire_index::{ChunkRecord, DocumentRecord, KnowledgeBase};
+use quire_index::{AnnParams, ChunkRecord, DocumentRecord, KnowledgeBase, SearchHit};
 use quire_ingest::Chunker;
 use quire_llm::{GenerationRequest, Llm};
 
@@ -177,34 +177,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         .take(args.queries)
         .collect();
     let qvecs: Vec<Vec<f32>> = queries.iter().map(|q| embedder.embed_query(q)).collect::<Result<_>>()?;
-    let mut recall_hits = 0usize;
-    let mut recall_total = 0usize;
-    for (label, mode) in [("dense exact", None), ("dense hnsw", Some(SearchMode::Dense)), ("bm25", Some(SearchMode::Bm25)), ("hybrid", Some(SearchMode::Hybrid))] {
-        let mut times = Vec::with_capacity(queries.len());
-        for (q, v) in queries.iter().zip(&qvecs) {
-            let t = Instant::now();
-            let hits = match mode {
-                None => kb.search_dense(v, 10, true).await?,
-                Some(SearchMode::Dense) => kb.search_dense(v, 10, false).await?,
-                Some(SearchMode::Bm25) => kb.search_bm25(q, 10).await?,
-                Some(SearchMode::Hybrid) => kb.search_hybrid(v, q, 10).await?,
-            };
-            times.push(t.elapsed());
-            if mode == Some(SearchMode::Dense) {
-                let exact = kb.search_dense(v, 10, true).await?;
-                recall_total += exact.len();
-                recall_hits += exact.iter().filter(|e| hits.iter().any(|h| h.chunk_id == e.chunk_id)).count();
-            }
-        }
-        times.sort();
-        println!(
-            "search {label:<12} p50 {:>7.2} ms  p99 {:>7.2} ms  ({} queries, top 10)",
-            ms(percentile(&times, 0.50)),
-            ms(percentile(&times, 0.99)),
-            times.len()
-        );
-    }
-    println!("dense hnsw recall@10 vs exact: {:.3}", recall_hits as f64 / recall_total.max(1) as f64);
+    search_figures(&kb, &queries, &qvecs).await?;
     drop(kb);
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -295,6 +268,19 @@ async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>) -> Resu
         100.0 - share(t.embedding_s + t.reading_s + t.chunking_s + t.storing_s + t.indexing_s)
     );
     println!("peak RSS: {:.0} MB", quire_engine::memory::peak_rss_bytes().unwrap_or(0) as f64 / 1e6);
+    // Search on the real vectors: the corpus's own queries when it is a BEIR folder.
+    let queries: Vec<String> = match quire_eval::Dataset::load(corpus, "test") {
+        Ok(d) => d.queries.into_iter().map(|(_, q)| q).take(200).collect(),
+        Err(_) => engine
+            .search("the", quire_engine::SearchMode::Bm25, 200)
+            .await?
+            .iter()
+            .map(|h| h.text.split_whitespace().take(8).collect::<Vec<_>>().join(" "))
+            .collect(),
+    };
+    let qvecs: Vec<Vec<f32>> = queries.iter().map(|q| engine.embedder().embed_query(q)).collect::<Result<_>>()?;
+    println!("search over {} real chunks:", engine.knowledge_base().chunk_count().await?);
+    search_figures(engine.knowledge_base(), &queries, &qvecs).await?;
     let before = quire_engine::memory::folder_bytes(&data_dir);
     engine.optimize(Duration::ZERO).await?;
     println!(
@@ -302,6 +288,67 @@ async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>) -> Resu
         before as f64 / 1e6,
         quire_engine::memory::folder_bytes(&data_dir) as f64 / 1e6
     );
+    Ok(())
+}
+
+/// Search latency (p50/p99, top 10) in every mode, and the ANN index's recall@10 against an exact
+/// scan at several efforts, on the same queries.
+async fn search_figures(kb: &KnowledgeBase, queries: &[String], qvecs: &[Vec<f32>]) -> Result<()> {
+    let mut recall_hits = 0usize;
+    let mut recall_total = 0usize;
+    for (label, mode) in [("dense exact", None), ("dense hnsw", Some(SearchMode::Dense)), ("bm25", Some(SearchMode::Bm25)), ("hybrid", Some(SearchMode::Hybrid))] {
+        let mut times = Vec::with_capacity(queries.len());
+        for (q, v) in queries.iter().zip(qvecs) {
+            let t = Instant::now();
+            let hits = match mode {
+                None => kb.search_dense(v, 10, true).await?,
+                Some(SearchMode::Dense) => kb.search_dense(v, 10, false).await?,
+                Some(SearchMode::Bm25) => kb.search_bm25(q, 10).await?,
+                Some(SearchMode::Hybrid) => kb.search_hybrid(v, q, 10).await?,
+            };
+            times.push(t.elapsed());
+            if mode == Some(SearchMode::Dense) {
+                let exact = kb.search_dense(v, 10, true).await?;
+                recall_total += exact.len();
+                recall_hits += exact.iter().filter(|e| hits.iter().any(|h| h.chunk_id == e.chunk_id)).count();
+            }
+        }
+        times.sort();
+        println!(
+            "search {label:<12} p50 {:>7.2} ms  p99 {:>7.2} ms  ({} queries, top 10)",
+            ms(percentile(&times, 0.50)),
+            ms(percentile(&times, 0.99)),
+            times.len()
+        );
+    }
+    println!("dense hnsw recall@10 vs exact: {:.3}", recall_hits as f64 / recall_total.max(1) as f64);
+    if kb.has_vector_index().await? {
+        // The index's effort against recall and latency, on the same queries.
+        let exact: Vec<Vec<SearchHit>> = {
+            let mut out = Vec::new();
+            for v in qvecs {
+                out.push(kb.search_dense(v, 10, true).await?);
+            }
+            out
+        };
+        for (nprobes, refine) in [(20, 4), (20, 10), (20, 20), (40, 10), (40, 20)] {
+            let params = AnnParams { nprobes, refine };
+            let (mut times, mut hits_found) = (Vec::new(), 0usize);
+            for (v, truth) in qvecs.iter().zip(&exact) {
+                let t = Instant::now();
+                let hits = kb.search_dense_with(v, 10, Some(params)).await?;
+                times.push(t.elapsed());
+                hits_found += truth.iter().filter(|e| hits.iter().any(|h| h.chunk_id == e.chunk_id)).count();
+            }
+            times.sort();
+            println!(
+                "  hnsw nprobes {nprobes:>2} refine {refine:>2}: recall@10 {:.3}, p50 {:.2} ms, p99 {:.2} ms",
+                hits_found as f64 / exact.iter().map(|e| e.len()).sum::<usize>().max(1) as f64,
+                ms(percentile(&times, 0.50)),
+                ms(percentile(&times, 0.99))
+            );
+        }
+    }
     Ok(())
 }
 

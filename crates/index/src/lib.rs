@@ -86,6 +86,21 @@ pub fn parse_chunk_id(id: &str) -> Option<(&str, u32)> {
     Some((doc_id, seq.parse().ok()?))
 }
 
+/// How hard an approximate (IVF_HNSW_SQ) search works: IVF partitions probed, and how many
+/// times `limit` candidates are re-ranked on their exact vectors (which undoes the 8-bit
+/// quantization's ranking errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnnParams {
+    pub nprobes: usize,
+    pub refine: u32,
+}
+
+impl Default for AnnParams {
+    fn default() -> Self {
+        AnnParams { nprobes: 20, refine: 4 }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
@@ -464,6 +479,12 @@ impl KnowledgeBase {
     }
 
     pub async fn search_dense(&self, query: &[f32], limit: usize, exact: bool) -> Result<Vec<SearchHit>> {
+        let ann = if exact { None } else { Some(AnnParams::default()) };
+        self.search_dense_with(query, limit, ann).await
+    }
+
+    /// Dense search with the ANN index's effort given (`None`: exact scan).
+    pub async fn search_dense_with(&self, query: &[f32], limit: usize, ann: Option<AnnParams>) -> Result<Vec<SearchHit>> {
         let mut q = self
             .chunks
             .vector_search(query.to_vec())?
@@ -471,13 +492,10 @@ impl KnowledgeBase {
             .distance_type(DistanceType::Cosine)
             .limit(limit)
             .select(Select::columns(&HIT_COLUMNS));
-        if exact {
-            q = q.bypass_vector_index();
-        } else {
-            // Search enough of the HNSW graph and partitions for recall ≥ 0.95 at 10. The graph
-            // search must return at least limit × refine factor candidates (ef ≥ that k).
-            const REFINE: u32 = 4;
-            q = q.nprobes(20)?.ef(64 + limit * REFINE as usize).refine_factor(REFINE);
+        match ann {
+            None => q = q.bypass_vector_index(),
+            // The graph search must return at least limit × refine factor candidates (ef ≥ that k).
+            Some(p) => q = q.nprobes(p.nprobes)?.ef(64 + limit * p.refine as usize).refine_factor(p.refine),
         }
         let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
         // Cosine distance is 1 - cosine similarity.
