@@ -463,3 +463,23 @@ fn first_start_without_models_says_what_is_missing() {
     assert!(rgb.len() >= 3 && rgb[..3].iter().sum::<u32>() < 150, "dark background under GTK's dark theme: {background}");
     app.screenshot("09-first-start-without-models-dark.png");
 }
+
+/// A watched folder is brought up to date at start and then followed while the app runs: a file
+/// written into it appears in the library, a deleted one leaves it, without anyone clicking.
+#[test]
+fn watched_folders_are_followed_while_the_app_runs() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    let docs = quire_testkit::copy_samples(&["markdown/notify-README.md"]);
+    let folder = docs.path().join("markdown");
+    let tiny = quire_testkit::model(&quire_models::SMOLLM2);
+    let app = App::start(json!({"target_model": tiny, "preload_model": false, "watched_folders": [folder]}));
+    let library = |a: &App| a.text("#documents");
+    app.wait_until("the watched folder scanned at start", Duration::from_secs(120), |a| library(a).contains("notify-README.md").then_some(()));
+    std::fs::write(folder.join("harbour.md"), "# Harbour\n\nThe harbour master keeps the tide tables.\n").unwrap();
+    let started = Instant::now();
+    app.wait_until("a new file in the watched folder", Duration::from_secs(60), |a| library(a).contains("harbour.md").then_some(()));
+    eprintln!("new file shown in the library {:.1} s after it was written", started.elapsed().as_secs_f64());
+    std::fs::remove_file(folder.join("notify-README.md")).unwrap();
+    app.wait_until("a deleted file leaving the library", Duration::from_secs(60), |a| (!library(a).contains("notify-README.md")).then_some(()));
+    app.screenshot("10-watched-folder.png");
+}
