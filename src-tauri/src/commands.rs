@@ -41,6 +41,7 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
     let settings = state.settings();
     let target = model_choice(settings.target_path());
     let draft = model_choice(settings.draft_path());
+    let target_installed = target.installed;
     let mut problems = Vec::new();
     if !quire_models::MINILM.is_installed() {
         problems.push(format!("The embedding {}.", quire_models::missing_model_error(&quire_models::MINILM)));
@@ -65,6 +66,7 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         target_model: target,
         draft_model: draft,
         model_loaded: loaded,
+        model_preloading: settings.preload_model && target_installed && !loaded,
         problems,
         watched_folders: settings.watched_folders.clone(),
         ingesting: state.ingest_turn.try_lock().is_err(),

@@ -38,6 +38,9 @@ pub struct AppStatus {
     pub target_model: ModelChoice,
     pub draft_model: ModelChoice,
     pub model_loaded: bool,
+    /// The answer model is being loaded at start (preloading is on and it is not in memory yet);
+    /// with preloading off it loads with the first question.
+    pub model_preloading: bool,
     /// What is missing or wrong, in plain words, with what to do about it.
     pub problems: Vec<String>,
     pub watched_folders: Vec<String>,

@@ -24,9 +24,11 @@ async function refreshStatus() {
   select.value = s.collection;
   const pill = byId("model-status");
   const engine = s.engine.state;
-  pill.textContent =
-    engine === "opening" ? "opening…" : engine === "failed" ? "not ready" : s.model_loaded ? "ready" : "loading model…";
-  pill.dataset.state = engine === "ready" && s.model_loaded ? "ready" : engine;
+  // With preloading off the model loads with the first question: the app is ready meanwhile.
+  const loading = engine === "ready" && s.model_preloading;
+  pill.textContent = engine === "opening" ? "opening…" : engine === "failed" ? "not ready" : loading ? "loading model…" : "ready";
+  pill.dataset.state = loading ? "loading" : engine;
+  pill.title = engine === "ready" && !s.model_loaded && !loading ? "The answer model loads with the first question." : "";
   const problems = [...s.problems];
   // A missing model is already said in plain words; other failures are shown as they are.
   if (s.engine.state === "failed" && problems.length === 0) problems.push(s.engine.reason);

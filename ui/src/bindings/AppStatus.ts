@@ -5,6 +5,11 @@ import type { ModelChoice } from "./ModelChoice";
 
 export type AppStatus = { home: string, collection: string, collections: Array<string>, engine: EngineState, documents: Array<DocumentRecord>, target_model: ModelChoice, draft_model: ModelChoice, model_loaded: boolean, 
 /**
+ * The answer model is being loaded at start (preloading is on and it is not in memory yet);
+ * with preloading off it loads with the first question.
+ */
+model_preloading: boolean, 
+/**
  * What is missing or wrong, in plain words, with what to do about it.
  */
 problems: Array<string>, watched_folders: Array<string>, ingesting: boolean, };
