@@ -91,6 +91,8 @@ function renderIngest() {
     ),
   );
   if (tracker.finished) byId("ingest-summary").replaceChildren(el("p", { text: tracker.summary }));
+  // A new run (a watched folder changing, say) replaces the last run's summary.
+  else if (!panel.hidden) byId("ingest-summary").replaceChildren();
 }
 
 async function addPaths(run: () => Promise<IngestSummary | null>) {
