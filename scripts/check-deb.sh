@@ -17,14 +17,16 @@ QUIRE_HOME="$home" QUIRE_MODELS="$models" \
   xvfb-run -a -s "-screen 0 1280x800x24" timeout 25 /usr/bin/quire-app >"$log" 2>&1 &
 runner=$!
 sleep 15
-if pgrep -f /usr/bin/quire-app >/dev/null && [ -d "$home/index" ]; then
+# -x: the process named quire-app, not xvfb-run, whose arguments also name it (killing
+# xvfb-run would leave its Xvfb behind).
+if pgrep -x quire-app >/dev/null && [ -d "$home/index" ]; then
   echo "the installed app is running after 15 s and has opened its collection in $home/index"
   status=0
 else
   echo "the installed app is not running or did not open its collection; its output:"; cat "$log"
   status=1
 fi
-pkill -f /usr/bin/quire-app || true
+pkill -x quire-app || true
 wait $runner 2>/dev/null || true
 $SUDO apt-get remove -y -qq quire >/dev/null
 rm -rf "$home"
