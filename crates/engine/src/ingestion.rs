@@ -122,7 +122,7 @@ impl IngestReport {
             .sum()
     }
 
-    fn summary(&self, cancelled: bool) -> Event {
+    pub(crate) fn summary(&self, cancelled: bool) -> Event {
         Event::IngestFinished {
             indexed: self.count(|o| matches!(o, FileOutcome::Indexed { .. })),
             unchanged: self.count(|o| matches!(o, FileOutcome::Unchanged)),
@@ -218,10 +218,11 @@ pub(crate) async fn ingest(
     }
 
     let kb = engine.knowledge_base();
-    kb.remove_orphans().await?;
+    let documents = kb.documents().await?;
+    let keys = remove_orphans(engine, &documents).await?;
     let mut run = Run {
-        stored: kb.documents().await?.into_iter().map(|d| (d.path.clone(), d)).collect(),
-        stored_hashes: kb.chunk_keys().await?.into_iter().map(|k| k.hash).collect(),
+        stored: documents.into_iter().map(|d| (d.path.clone(), d)).collect(),
+        stored_hashes: keys.into_iter().map(|k| k.hash).collect(),
         chunker: std::sync::Arc::new(Chunker::new(engine.embedder().tokenizer())?),
         batch: Vec::new(),
         batch_started: None,
@@ -289,12 +290,7 @@ pub(crate) async fn ingest(
     // Files that were indexed under the given folders and are gone from disk.
     let folders: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).map(|p| canonical(p)).collect();
     if !folders.is_empty() && !cancel.is_cancelled() {
-        let gone: Vec<DocumentRecord> = run
-            .stored
-            .values()
-            .filter(|d| folders.iter().any(|f| Path::new(&d.path).starts_with(f)) && !Path::new(&d.path).exists())
-            .cloned()
-            .collect();
+        let gone = gone_under(run.stored.values(), &folders);
         remove_gone(engine, &gone, &mut report, on_event).await?;
         run.changed |= !gone.is_empty();
     }
@@ -309,6 +305,31 @@ pub(crate) async fn ingest(
     report.timings = run.timings;
     on_event(report.summary(cancel.is_cancelled()));
     Ok(report)
+}
+
+/// Deletes the chunks a crash left without a document row (see quire-index), keeping their
+/// vectors for reuse: the file they came from is processed again in this run. Returns the keys
+/// of the chunks that remain.
+async fn remove_orphans(engine: &Engine, documents: &[DocumentRecord]) -> Result<Vec<quire_index::ChunkKey>> {
+    let kb = engine.knowledge_base();
+    let known: HashSet<&str> = documents.iter().map(|d| d.doc_id.as_str()).collect();
+    let (keys, orphans): (Vec<_>, Vec<_>) = kb.chunk_keys().await?.into_iter().partition(|k| known.contains(k.doc_id.as_str()));
+    let mut orphan_docs: Vec<&str> = orphans.iter().map(|k| k.doc_id.as_str()).collect();
+    orphan_docs.sort();
+    orphan_docs.dedup();
+    if !orphan_docs.is_empty() {
+        engine.keep_removed_vectors(kb.vectors_of_documents(&orphan_docs).await?);
+        kb.remove_documents(&orphan_docs).await?;
+    }
+    Ok(keys)
+}
+
+/// Stored documents at or under `roots` whose files are no longer on disk.
+pub(crate) fn gone_under<'a>(docs: impl IntoIterator<Item = &'a DocumentRecord>, roots: &[PathBuf]) -> Vec<DocumentRecord> {
+    docs.into_iter()
+        .filter(|d| roots.iter().any(|r| Path::new(&d.path).starts_with(r)) && !Path::new(&d.path).exists())
+        .cloned()
+        .collect()
 }
 
 /// Removes the documents of files that are gone, reporting each as `Removed`.
@@ -465,22 +486,29 @@ async fn prepare(
 
     // A file whose size and modification time are those recorded is unchanged, unless it was
     // modified so close to when it was read that a later edit could share the timestamp.
-    let meta = std::fs::metadata(path).map_err(LoadError::Io);
-    let modified_ms = meta.as_ref().ok().and_then(|m| m.modified().ok()).map(millis).unwrap_or(0);
-    if let (Ok(m), Some(stored)) = (&meta, run.stored.get(&path_str)) {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => return failed(e.into()),
+    };
+    let modified_ms = meta.modified().ok().map(millis).unwrap_or(0);
+    if let Some(stored) = run.stored.get(&path_str) {
         if modified_ms != 0
             && stored.modified_ms == modified_ms
-            && stored.bytes == m.len()
+            && stored.bytes == meta.len()
             && modified_ms + TIMESTAMP_SLACK_MS < stored.ingested_at_ms
         {
             return Ok(Prepared::Done(FileOutcome::Unchanged));
         }
     }
     // Otherwise hash the bytes before parsing: an unchanged file costs a read, not a parse.
+    // A file over the size limit is refused before it is read.
+    if meta.len() > quire_ingest::MAX_FILE_BYTES {
+        return failed(LoadError::TooLarge(meta.len()));
+    }
     let read_path = path.to_path_buf();
-    let bytes = match tokio::task::spawn_blocking(move || read_bounded(&read_path)).await? {
+    let bytes = match tokio::task::spawn_blocking(move || std::fs::read(&read_path)).await? {
         Ok(b) => b,
-        Err(e) => return failed(e),
+        Err(e) => return failed(e.into()),
     };
     let content_hash = quire_ingest::content_hash(&bytes);
     if let Some(stored) = run.stored.get(&path_str).filter(|d| d.content_hash == content_hash) {
@@ -614,11 +642,3 @@ fn millis(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-/// The file's bytes, refusing before reading a file over the size limit.
-fn read_bounded(path: &Path) -> Result<Vec<u8>, LoadError> {
-    let len = std::fs::metadata(path)?.len();
-    if len > quire_ingest::MAX_FILE_BYTES {
-        return Err(LoadError::TooLarge(len));
-    }
-    Ok(std::fs::read(path)?)
-}

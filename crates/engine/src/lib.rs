@@ -293,26 +293,13 @@ impl Engine {
         };
         // Removals after additions: a renamed file's chunks are still there to be reused.
         let gone: Vec<PathBuf> = gone.iter().map(|p| ingestion::canonical(p)).collect();
-        let docs: Vec<DocumentRecord> = self
-            .kb
-            .documents()
-            .await?
-            .into_iter()
-            .filter(|d| gone.iter().any(|g| Path::new(&d.path).starts_with(g)) && !Path::new(&d.path).exists())
-            .collect();
+        let docs = ingestion::gone_under(&self.kb.documents().await?, &gone);
         if !docs.is_empty() {
             ingestion::remove_gone(self, &docs, &mut report, on_event).await?;
             self.kb.refresh_indexes().await?;
-        }
-        if !docs.is_empty() && present.is_empty() {
-            on_event(Event::IngestFinished {
-                indexed: 0,
-                unchanged: 0,
-                removed: docs.len(),
-                failed: 0,
-                chunks: 0,
-                cancelled: false,
-            });
+            if present.is_empty() {
+                on_event(report.summary(false));
+            }
         }
         Ok(report)
     }

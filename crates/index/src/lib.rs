@@ -7,9 +7,9 @@
 //!
 //! Crash safety rests on one invariant: **a document row exists only when all its chunks are
 //! stored.** Writes go chunks first, document rows last (the commit); removals go document rows
-//! first, chunks after. A crash in between leaves at worst chunks without a document row, which
-//! `remove_orphans` deletes and which the next ingestion of that file rewrites (reusing their
-//! vectors by chunk hash, so nothing is embedded twice).
+//! first, chunks after. A crash in between leaves at worst chunks without a document row: the
+//! engine deletes those at the start of its next ingestion (`remove_documents` of their ids,
+//! keeping their vectors to reuse) and processes the file again.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -192,24 +192,12 @@ impl KnowledgeBase {
             DataType::FixedSizeList(_, n) => *n as usize,
             other => anyhow::bail!("the chunks table has an unexpected vector type {other}"),
         };
-        if documents.schema().await?.field_with_name("modified_ms").is_err() {
-            // Made before modification times were kept: 0 means "unknown", so such files are
-            // hashed once more on the next scan, then recorded.
-            documents
-                .add_columns()
-                .transform(NewColumnTransform::SqlExpressions(vec![("modified_ms".into(), "CAST(0 AS BIGINT)".into())]))
-                .execute()
-                .await?;
-        }
-        if chunks.schema().await?.field_with_name("chunk_hash").is_err() {
-            // Made before chunk hashes were kept: an empty hash never matches, so old chunks
-            // are simply not reused; they are replaced as their files change.
-            chunks
-                .add_columns()
-                .transform(NewColumnTransform::SqlExpressions(vec![("chunk_hash".into(), "''".into())]))
-                .execute()
-                .await?;
-        }
+        // Made before modification times were kept: 0 means "unknown", so such files are hashed
+        // once more on the next scan, then recorded.
+        add_missing_column(&documents, "modified_ms", "CAST(0 AS BIGINT)").await?;
+        // Made before chunk hashes were kept: an empty hash never matches, so old chunks are
+        // simply not reused; they are replaced as their files change.
+        add_missing_column(&chunks, "chunk_hash", "''").await?;
         if stored_dim != dim {
             anyhow::bail!(
                 "this knowledge base holds {stored_dim}-d embeddings but the embedding model makes {dim}-d ones; \
@@ -332,22 +320,6 @@ impl KnowledgeBase {
             self.chunks.delete(&filter).await?;
         }
         Ok(existed)
-    }
-
-    /// Deletes chunks whose document row is missing (left by a crash between the two writes of
-    /// a commit); returns how many.
-    pub async fn remove_orphans(&self) -> Result<usize> {
-        let known: std::collections::HashSet<String> = self.documents().await?.into_iter().map(|d| d.doc_id).collect();
-        let mut orphans: Vec<String> =
-            self.chunk_keys().await?.into_iter().filter(|k| !known.contains(&k.doc_id)).map(|k| k.doc_id).collect();
-        orphans.sort();
-        orphans.dedup();
-        let before = self.chunks.count_rows(None).await?;
-        for group in orphans.chunks(500) {
-            let ids: Vec<&str> = group.iter().map(|s| s.as_str()).collect();
-            self.chunks.delete(&doc_id_filter(&ids)).await?;
-        }
-        Ok(before - self.chunks.count_rows(None).await?)
     }
 
     /// Every stored chunk's id, document and text hash (no text, no vector).
@@ -631,6 +603,18 @@ pub fn fuse_rrf(lists: &[Vec<SearchHit>], limit: usize) -> Vec<SearchHit> {
     fused.sort_by(|a, b| b.score.total_cmp(&a.score));
     fused.truncate(limit);
     fused
+}
+
+/// Adds a column a table made by an older Quire lacks, filled with `value` (an SQL expression).
+async fn add_missing_column(table: &Table, name: &str, value: &str) -> Result<()> {
+    if table.schema().await?.field_with_name(name).is_err() {
+        table
+            .add_columns()
+            .transform(NewColumnTransform::SqlExpressions(vec![(name.into(), value.into())]))
+            .execute()
+            .await?;
+    }
+    Ok(())
 }
 
 /// One stored chunk's identity, for checks and repairs.
