@@ -64,10 +64,9 @@ fn ask(home: &Home, model: &str, question: &str) -> Value {
 
 #[test]
 fn ingest_then_ask_with_the_tiny_model() {
-    let docs = quire_testkit::copy_samples(&["fasta_guide.pdf", "markdown", "bad"]);
+    let docs = quire_testkit::copy_samples(&["fasta_guide.pdf", "4ti2_manual.pdf", "markdown", "bad"]);
     let home = Home::new();
-    let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
+    ingest_samples(&home, docs.path());
     ask(&home, "smollm2-135m", "What does the tokio crate provide?");
     // Missing models are named with the command that fetches them.
     let out = home.quire(&["ask", "--model", "/nonexistent/model.gguf", "hello"]);
@@ -75,26 +74,79 @@ fn ingest_then_ask_with_the_tiny_model() {
     assert!(text(&out.stderr).contains("quire models fetch"), "{}", text(&out.stderr));
 }
 
-/// The answers' facts are on known pages (see shared/sample-docs/README.md).
+/// The answer evaluation of issue 6 on the default answer model: 44 questions over the sample
+/// documents whose answers were located by hand (tests/eval/sample-docs-answers.jsonl), asked
+/// through the whole pipeline. Prints the report (recorded in BENCHMARKS.md) and holds what was
+/// reached: parse, retrieved-only citations and verbatim quotes at their goals; gold-page
+/// citations at a floor under the measured 72.7 % (the goal, 80 %, is not reached yet).
 #[test]
-fn default_model_answers_cite_the_page_with_the_fact() {
-    let docs = quire_testkit::copy_samples(&["fasta_guide.pdf", "4ti2_manual.pdf", "markdown", "bad"]);
+fn answer_evaluation_on_the_sample_documents() {
     let home = Home::new();
-    ingest_samples(&home, docs.path());
-    let cases = [
-        ("Which FASTA program performs a rigorous Smith-Waterman search?", "ssearch36", "fasta_guide.pdf"),
-        ("Which 4ti2 program solves linear systems over Z?", "zsolve", "4ti2_manual.pdf"),
-    ];
-    for (question, fact, file) in cases {
-        let answer = ask(&home, "qwen2.5-coder-1.5b", question);
-        let citations = answer["citations"].as_array().unwrap();
-        let supporting = citations.iter().find(|c| {
-            c["path"].as_str().unwrap().ends_with(file) && c["passage"].as_str().unwrap().contains(fact)
-        });
-        assert!(supporting.is_some(), "{question}: no citation of {file} containing {fact:?}: {answer:#}");
-        assert!(supporting.unwrap()["page"].as_u64().is_some(), "PDF citations carry a page");
-        assert!(answer["text"].as_str().unwrap().contains(fact), "{question}: answer {}", answer["text"]);
+    let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/eval/sample-docs-answers.jsonl");
+    let report = home.dir.path().join("report.json");
+    let docs = quire_testkit::sample_docs();
+    let out = home.quire(&[
+        "eval",
+        "answers",
+        set.to_str().unwrap(),
+        "--docs",
+        docs.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let summary = &report["summary"];
+    let share = |key: &str| summary[key].as_f64().unwrap_or_else(|| panic!("{key} in {summary}"));
+    assert!(summary["questions"].as_u64().unwrap() >= 40, "{summary}");
+    assert_eq!(report["answers"].as_array().unwrap().len(), summary["questions"].as_u64().unwrap() as usize);
+    // The grammar guarantees these two; anything less is a bug.
+    assert_eq!(share("parsed"), 1.0, "every answer parses: {summary}");
+    assert_eq!(share("citations_retrieved"), 1.0, "citations only among retrieved passages: {summary}");
+    assert!(share("quotes_verbatim") >= QUOTE_GOAL, "quotes word for word: {summary}");
+    assert!(share("cites_gold_page") >= GOLD_PAGE_FLOOR, "cite a gold page: {summary}");
+    assert!(share("gold_retrieved") >= 0.9, "a gold page among the passages shown: {summary}");
+    // Each answer's record says what was cited, so a regression can be read from the report.
+    for a in report["answers"].as_array().unwrap() {
+        assert!(a["outcome"]["citations"].as_array().is_some_and(|c| !c.is_empty()), "{a}");
     }
+}
+
+/// The issue's goal for verbatim quotes (the schema makes it 100 %).
+const QUOTE_GOAL: f64 = 0.95;
+/// Measured 0.727 with the default model (greedy); the goal is 0.80. A fall below this floor is a
+/// regression in retrieval, prompt or citation schema.
+const GOLD_PAGE_FLOOR: f64 = 0.65;
+
+/// A question set whose evidence is not on its gold page is refused before any model runs: the
+/// scores would measure the dataset, not Quire.
+#[test]
+fn eval_answers_refuses_questions_that_do_not_match_their_documents() {
+    let home = Home::new();
+    let docs = quire_testkit::copy_samples(&["markdown"]);
+    let set = home.dir.path().join("set.jsonl");
+    std::fs::write(
+        &set,
+        concat!(
+            r#"{"question": "What is Tokio's MSRV?", "answer": "1.85", "document": "markdown/tokio-README.md", "evidence": "The current MSRV is 1.85"}"#,
+            "\n",
+            r#"{"question": "Which backend on Windows?", "answer": "ReadDirectoryChangesW", "document": "markdown/notify-README.md", "evidence": "kqueue on Windows"}"#,
+            "\n",
+            r#"{"question": "Missing?", "answer": "x", "document": "markdown/absent.md"}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let out = home.quire(&["eval", "answers", set.to_str().unwrap(), "--docs", docs.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("not in") && err.contains("absent.md"), "{err}");
+    std::fs::write(&set, std::fs::read_to_string(&set).unwrap().lines().take(2).collect::<Vec<_>>().join("\n")).unwrap();
+    let out = home.quire(&["eval", "answers", set.to_str().unwrap(), "--docs", docs.path().to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("\"kqueue on Windows\" is not on"), "{err}");
+    assert!(!err.contains("MSRV is 1.85"), "the good question is not named: {err}");
 }
 
 /// `quire eval retrieval` on a small BEIR-format dataset whose answers are unambiguous: every
@@ -125,7 +177,13 @@ fn eval_retrieval_on_a_small_beir_dataset() {
     assert!(stdout.contains("3 documents, 2 judged queries"), "{stdout}");
     for mode in ["dense", "bm25", "hybrid"] {
         let row = stdout.lines().find(|l| l.starts_with(mode)).unwrap_or_else(|| panic!("no {mode} row: {stdout}"));
-        let cols: Vec<f64> = row.split_whitespace().skip(1).map(|c| c.parse().unwrap()).collect();
-        assert_eq!(&cols[..4], &[100.0, 100.0, 100.0, 100.0], "{mode}: {row}");
+        // Label, then nDCG@10, recall@10, recall@100, MRR@10 and queries/s.
+        let cols: Vec<f64> = row.split_whitespace().rev().take(5).map(|c| c.parse().unwrap()).collect();
+        assert_eq!(&cols[1..], &[100.0, 100.0, 100.0, 100.0], "{mode}: {row}");
+        assert!(cols[0] > 0.0, "{mode}: queries/s in {row}");
+    }
+    // Every fusion variant is scored on the same candidates.
+    for variant in ["rrf k=60 d=0.3", "scores d=0.5", "adaptive-rrf"] {
+        assert!(stdout.lines().any(|l| l.trim_start().starts_with(variant)), "no {variant} row: {stdout}");
     }
 }

@@ -10,8 +10,7 @@ use tokio::sync::RwLock;
 
 use crate::settings::Settings;
 
-/// Sources shown to the model per question, and the answer's length limit.
-const TOP_K: usize = 5;
+/// The answer's length limit.
 const MAX_ANSWER_TOKENS: usize = 512;
 
 pub enum EngineSlot {
@@ -83,7 +82,7 @@ impl AppState {
             data_dir: collection_dir(&self.home, &settings.collection)?,
             embedder_dir: quire_models::MINILM.location()?,
             llm_path: settings.target_path()?,
-            top_k: TOP_K,
+            top_k: quire_engine::DEFAULT_TOP_K,
             max_answer_tokens: MAX_ANSWER_TOKENS,
             loader: Some(quire_engine::Isolation::current_exe()?),
         })

@@ -40,10 +40,46 @@ pub fn user_prompt(question: &str, sources: &[SearchHit]) -> String {
     out
 }
 
-/// The schema for an answer over `n_sources` numbered sources: citation numbers are restricted
-/// to 1..=n_sources, so the model cannot cite anything that was not retrieved.
-pub fn answer_schema(n_sources: usize) -> serde_json::Value {
-    let ids: Vec<usize> = (1..=n_sources).collect();
+/// The schema for an answer over numbered `sources`. Each citation is one of a fixed set of
+/// objects, one per source: its quote must be one of that source's sentences (whitespace
+/// collapsed, at most `MAX_QUOTE_CHARS`), and its number is that source's. The quote comes
+/// first, so the number follows from the passage the model chose to copy: a citation cannot
+/// name a passage that was not retrieved, and its quote is in the passage it names, word for word.
+pub fn answer_schema(sources: &[SearchHit]) -> serde_json::Value {
+    let citations: Vec<serde_json::Value> = sources
+        .iter()
+        .enumerate()
+        .filter_map(|(i, hit)| {
+            let quotes = quotable_spans(&hit.text);
+            (!quotes.is_empty()).then(|| {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "quote": { "type": "string", "enum": quotes },
+                        "chunk": { "type": "integer", "const": i + 1 }
+                    },
+                    "required": ["quote", "chunk"],
+                    "additionalProperties": false
+                })
+            })
+        })
+        .collect();
+    let citation = if citations.is_empty() {
+        // No source has a sentence to quote (tables of symbols): any short quote, numbers only
+        // among the retrieved ones.
+        let ids: Vec<usize> = (1..=sources.len()).collect();
+        json!({
+            "type": "object",
+            "properties": {
+                "quote": { "type": "string", "maxLength": MAX_QUOTE_CHARS },
+                "chunk": { "type": "integer", "enum": ids }
+            },
+            "required": ["quote", "chunk"],
+            "additionalProperties": false
+        })
+    } else {
+        json!({ "anyOf": citations })
+    };
     json!({
         // llguidance options: fixed separators and no free whitespace between tokens, so a small
         // model cannot wander off into blank lines; string lengths bound the output.
@@ -51,24 +87,40 @@ pub fn answer_schema(n_sources: usize) -> serde_json::Value {
         "type": "object",
         "properties": {
             "answer": { "type": "string", "maxLength": MAX_ANSWER_CHARS },
-            "citations": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": MAX_CITATIONS,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "chunk": { "type": "integer", "enum": ids },
-                        "quote": { "type": "string", "maxLength": MAX_QUOTE_CHARS }
-                    },
-                    "required": ["chunk", "quote"],
-                    "additionalProperties": false
-                }
-            }
+            "citations": { "type": "array", "minItems": 1, "maxItems": MAX_CITATIONS, "items": citation }
         },
         "required": ["answer", "citations"],
         "additionalProperties": false
     })
+}
+
+/// The passages a citation may quote from `text`: its sentences with whitespace collapsed, a
+/// sentence longer than `MAX_QUOTE_CHARS` cut at word boundaries, each once.
+pub fn quotable_spans(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut spans: Vec<String> = Vec::new();
+    let mut current = String::new();
+    let flush = |current: &mut String, spans: &mut Vec<String>| {
+        if current.chars().any(char::is_alphanumeric) && !spans.contains(current) {
+            spans.push(std::mem::take(current));
+        }
+        current.clear();
+    };
+    for word in words {
+        if !current.is_empty() && current.chars().count() + 1 + word.chars().count() > MAX_QUOTE_CHARS {
+            flush(&mut current, &mut spans);
+        }
+        if !current.is_empty() {
+            current.push(' ');
+        }
+        // A single word longer than the limit (a URL, a sequence) is cut.
+        current.extend(word.chars().take(MAX_QUOTE_CHARS));
+        if word.ends_with(['.', '!', '?', ';']) {
+            flush(&mut current, &mut spans);
+        }
+    }
+    flush(&mut current, &mut spans);
+    spans
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -203,10 +255,38 @@ mod tests {
         assert_eq!(stream_in_pieces(raw, 3), "yes");
     }
 
+    fn source(text: &str) -> SearchHit {
+        SearchHit { chunk_id: "c".into(), text: text.into(), ..Default::default() }
+    }
+
     #[test]
-    fn schema_restricts_chunks_to_retrieved_numbers() {
-        let schema = answer_schema(3);
-        let ids = &schema["properties"]["citations"]["items"]["properties"]["chunk"]["enum"];
-        assert_eq!(ids, &json!([1, 2, 3]));
+    fn schema_ties_each_quote_to_the_source_it_comes_from() {
+        let schema = answer_schema(&[source("Tides follow the Moon.  Bread rises."), source("@@ ##"), source("Lava is hot.")]);
+        let branches = schema["properties"]["citations"]["items"]["anyOf"].as_array().unwrap();
+        // The second source has nothing quotable: it cannot be cited.
+        assert_eq!(branches.len(), 2);
+        assert_eq!(branches[0]["properties"]["chunk"]["const"], 1);
+        assert_eq!(branches[0]["properties"]["quote"]["enum"], json!(["Tides follow the Moon.", "Bread rises."]));
+        assert_eq!(branches[1]["properties"]["chunk"]["const"], 3);
+        // The quote comes before the number.
+        let keys: Vec<&String> = branches[1]["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["quote", "chunk"]);
+    }
+
+    #[test]
+    fn quotable_spans_are_sentences_within_the_length_limit() {
+        let long = (0..80).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        let text = format!("First  one.\nSecond\tone? {long} Tail without stop First one.");
+        let spans = quotable_spans(&text);
+        assert_eq!(&spans[..2], ["First one.", "Second one?"]);
+        assert!(spans.iter().all(|s| s.chars().count() <= MAX_QUOTE_CHARS), "{spans:?}");
+        // The long run is cut at word boundaries and nothing is lost or doubled.
+        let rest = spans[2..].join(" ");
+        assert_eq!(rest, format!("{long} Tail without stop First one."));
+        assert_eq!(spans.iter().filter(|s| *s == "First one.").count(), 1);
+        // Every span is found in the passage by the citation matcher.
+        for s in &spans {
+            assert!(crate::find_quote(&text, s).is_some(), "{s}");
+        }
     }
 }

@@ -115,6 +115,9 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
     for c in &answer.citations {
         assert!(retrieved.contains(&c.chunk_id.as_str()), "{} not retrieved", c.chunk_id);
         assert!(answer.sources.iter().any(|s| s.chunk_id == c.chunk_id && s.text == c.passage));
+        // The schema ties each quote to the passage it names: even the tiny model quotes it
+        // word for word.
+        assert!(c.quote_range.is_some(), "quote {:?} is in passage {}: {:?}", c.quote, c.number, c.passage);
     }
 }
 
@@ -224,4 +227,51 @@ async fn unchanged_files_are_known_by_size_and_time_without_being_read() {
     let stored = &engine.documents().await.unwrap()[0];
     let touched_ms = touched.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     assert_eq!(stored.modified_ms, touched_ms);
+}
+
+/// The reranking hook: with a reranker installed, `retrieve` hands it the hybrid candidates and
+/// shows its order, cut to `top_k`; without one, hybrid search's order.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reranker_reorders_what_the_model_is_shown() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    struct NotifyFirst(AtomicUsize);
+    impl quire_engine::Rerank for NotifyFirst {
+        fn rerank(&self, _question: &str, mut hits: Vec<quire_engine::SearchHit>) -> anyhow::Result<Vec<quire_engine::SearchHit>> {
+            self.0.store(hits.len(), Ordering::SeqCst);
+            hits.sort_by_key(|h| !h.path.ends_with("notify-README.md"));
+            Ok(hits)
+        }
+    }
+    struct Broken;
+    impl quire_engine::Rerank for Broken {
+        fn rerank(&self, _: &str, _: Vec<quire_engine::SearchHit>) -> anyhow::Result<Vec<quire_engine::SearchHit>> {
+            anyhow::bail!("no cross-encoder here")
+        }
+    }
+
+    let docs = quire_testkit::copy_samples(&["markdown"]);
+    let data = tempfile::tempdir().unwrap();
+    let engine = engine(data.path()).await;
+    engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}, &Cancel::new()).await.unwrap();
+    let question = "What is Tokio's minimum supported Rust version?";
+    let plain = engine.retrieve(question).await.unwrap();
+    assert_eq!(plain.len(), 4);
+    assert!(plain[0].path.ends_with("tokio-README.md"), "{:?}", plain[0].path);
+
+    let reranker = Arc::new(NotifyFirst(AtomicUsize::new(0)));
+    engine.set_reranker(Some(reranker.clone()));
+    let reranked = engine.retrieve(question).await.unwrap();
+    let chunks = engine.knowledge_base().chunk_count().await.unwrap();
+    assert_eq!(reranker.0.load(Ordering::SeqCst), quire_engine::RERANK_CANDIDATES.min(chunks));
+    assert_eq!(reranked.len(), 4);
+    assert!(reranked[0].path.ends_with("notify-README.md"), "{:?}", reranked[0].path);
+
+    engine.set_reranker(Some(Arc::new(Broken)));
+    let err = format!("{:#}", engine.retrieve(question).await.unwrap_err());
+    assert!(err.contains("reranker failed") && err.contains("no cross-encoder"), "{err}");
+    engine.set_reranker(None);
+    let again = engine.retrieve(question).await.unwrap();
+    assert_eq!(again.iter().map(|h| &h.chunk_id).collect::<Vec<_>>(), plain.iter().map(|h| &h.chunk_id).collect::<Vec<_>>());
 }

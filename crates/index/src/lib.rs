@@ -33,8 +33,14 @@ use ts_rs::TS;
 
 /// Below this many chunks an exact scan is fast (a few ms) and an ANN index would not pay.
 pub const HNSW_MIN_ROWS: usize = 5_000;
-/// Reciprocal-rank-fusion constant (Cormack et al.); 60 is the usual choice.
-pub const RRF_K: f32 = 60.0;
+
+mod fusion;
+pub use fusion::{fuse, Fusion, DEFAULT_FUSION, RRF_K};
+
+/// Candidates fetched from each list before hybrid fusion keeps `limit`.
+pub fn hybrid_pool(limit: usize) -> usize {
+    (limit * 4).max(40)
+}
 
 const DOCUMENTS: &str = "documents";
 const CHUNKS: &str = "chunks";
@@ -109,7 +115,7 @@ pub enum SearchMode {
     Hybrid,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct SearchHit {
     pub chunk_id: String,
     pub doc_id: String,
@@ -497,12 +503,12 @@ impl KnowledgeBase {
         self.hits(&batches, "_score", |s| s).await
     }
 
-    /// Dense and BM25 results fused by reciprocal rank: score = Σ 1 / (RRF_K + rank).
+    /// Dense and BM25 results fused with `DEFAULT_FUSION`.
     pub async fn search_hybrid(&self, query_vector: &[f32], query: &str, limit: usize) -> Result<Vec<SearchHit>> {
-        let pool = (limit * 4).max(40);
+        let pool = hybrid_pool(limit);
         let dense = self.search_dense(query_vector, pool, false).await?;
         let bm25 = self.search_bm25(query, pool).await?;
-        Ok(fuse_rrf(&[dense, bm25], limit))
+        Ok(fuse(&dense, &bm25, DEFAULT_FUSION, limit))
     }
 
     pub async fn chunks_of(&self, doc_id: &str) -> Result<Vec<SearchHit>> {
@@ -584,27 +590,6 @@ impl KnowledgeBase {
 /// The chunk columns a search returns (never the vector).
 const HIT_COLUMNS: [&str; 8] = ["chunk_id", "doc_id", "seq", "page", "start", "end", "text", "tokens"];
 
-/// Reciprocal rank fusion of ranked lists (best first), keeping the first copy of each hit.
-pub fn fuse_rrf(lists: &[Vec<SearchHit>], limit: usize) -> Vec<SearchHit> {
-    let mut fused: Vec<SearchHit> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for list in lists {
-        for (rank, hit) in list.iter().enumerate() {
-            let add = 1.0 / (RRF_K + rank as f32 + 1.0);
-            match index.get(&hit.chunk_id) {
-                Some(&i) => fused[i].score += add,
-                None => {
-                    index.insert(hit.chunk_id.clone(), fused.len());
-                    fused.push(SearchHit { score: add, ..hit.clone() });
-                }
-            }
-        }
-    }
-    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
-    fused.truncate(limit);
-    fused
-}
-
 /// Adds a column a table made by an older Quire lacks, filled with `value` (an SQL expression).
 async fn add_missing_column(table: &Table, name: &str, value: &str) -> Result<()> {
     if table.schema().await?.field_with_name(name).is_err() {
@@ -660,32 +645,6 @@ fn str_col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hit(id: &str) -> SearchHit {
-        SearchHit {
-            chunk_id: id.into(),
-            doc_id: "d".into(),
-            path: "p".into(),
-            seq: 0,
-            page: None,
-            start: 0,
-            end: 0,
-            text: String::new(),
-            score: 0.0,
-        }
-    }
-
-    #[test]
-    fn rrf_rewards_agreement_and_keeps_singletons() {
-        let dense = vec![hit("a"), hit("b"), hit("c")];
-        let bm25 = vec![hit("c"), hit("d")];
-        let fused = fuse_rrf(&[dense, bm25], 10);
-        let ids: Vec<_> = fused.iter().map(|h| h.chunk_id.as_str()).collect();
-        // c is third in one list and first in the other: 1/63 + 1/61 beats a's 1/61; b and d
-        // tie at 1/62 and keep the order they were first seen in.
-        assert_eq!(ids, ["c", "a", "b", "d"]);
-        assert!((fused[0].score - (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-6);
-    }
 
     #[test]
     fn sql_strings_are_escaped() {
