@@ -258,9 +258,19 @@ async fn answers(args: AnswersArgs) -> Result<()> {
             table[i].1.push([hit_at(1), hit_at(3), hit_at(5), hit_at(10), mrr]);
         }
     }
-    for (name, rows) in &table {
-        let mean = |j: usize| 100.0 * rows.iter().map(|r| r[j]).sum::<f64>() / rows.len() as f64;
-        println!("{:<26} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>8.1}", name, mean(0), mean(1), mean(2), mean(3), mean(4));
+    // Per mode, the mean of each column over the questions.
+    let table: Vec<(String, [f64; 5])> = table
+        .into_iter()
+        .map(|(name, rows)| {
+            let mut mean = [0.0; 5];
+            for (j, m) in mean.iter_mut().enumerate() {
+                *m = rows.iter().map(|r| r[j]).sum::<f64>() / rows.len() as f64;
+            }
+            (name, mean)
+        })
+        .collect();
+    for (name, m) in &table {
+        println!("{:<26} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>8.1}", name, 100.0 * m[0], 100.0 * m[1], 100.0 * m[2], 100.0 * m[3], 100.0 * m[4]);
     }
 
     // Answers through the whole pipeline.
@@ -309,9 +319,8 @@ async fn answers(args: AnswersArgs) -> Result<()> {
     if let Some(path) = &args.report {
         let retrieval: Vec<_> = table
             .iter()
-            .map(|(name, rows)| {
-                let mean = |j: usize| rows.iter().map(|r| r[j]).sum::<f64>() / rows.len() as f64;
-                serde_json::json!({ "mode": name.trim(), "hit_at_1": mean(0), "hit_at_3": mean(1), "hit_at_5": mean(2), "hit_at_10": mean(3), "mrr_at_10": mean(4) })
+            .map(|(name, m)| {
+                serde_json::json!({ "mode": name.trim(), "hit_at_1": m[0], "hit_at_3": m[1], "hit_at_5": m[2], "hit_at_10": m[3], "mrr_at_10": m[4] })
             })
             .collect();
         let json = serde_json::json!({ "top_k": top_k, "summary": summary, "retrieval": retrieval, "answers": details });

@@ -108,9 +108,6 @@ impl Llm {
         if let Some(schema) = &request.schema {
             builder = builder.set_constraint(Constraint::JsonSchema(schema.clone()));
         }
-        // Counted here because a request that ends early (JSON complete, cancelled) gets no
-        // usage figures from mistral.rs.
-        let prompt_tokens = self.prompt_tokens(request).await?;
         // Once the JSON value closes, the request ends there: the constrained sampler would
         // otherwise go on with empty steps up to the length limit (measured: 450 wasted decode
         // steps, ~50 s, after a 60-token answer).
@@ -164,8 +161,14 @@ impl Llm {
         let (finish_reason, usage) = finish.unwrap_or_else(|| ("stopped".into(), None));
         let time_to_first_token = first.unwrap_or(total_time);
         let decode_secs = (total_time - time_to_first_token).as_secs_f32();
+        // A request that ends early (JSON complete, cancelled) gets no usage figures from
+        // mistral.rs: its prompt is counted here, after the answer, off the path to it.
+        let prompt_tokens = match &usage {
+            Some(u) => u.prompt_tokens,
+            None => self.prompt_tokens(request).await?,
+        };
         let stats = GenerationStats {
-            prompt_tokens: usage.as_ref().map(|u| u.prompt_tokens).unwrap_or(prompt_tokens),
+            prompt_tokens,
             completion_tokens: usage.as_ref().map(|u| u.completion_tokens).unwrap_or(steps),
             time_to_first_token,
             total_time,
