@@ -82,6 +82,9 @@ impl AppState {
             data_dir: collection_dir(&self.home, &settings.collection)?,
             embedder_dir: quire_models::MINILM.location()?,
             llm_path: settings.target_path()?,
+            // A draft model only when the user picked one: by default the decoder drafts from
+            // the grammar and the passages, which measured faster on the CPU (ARCHITECTURE.md).
+            draft_path: settings.draft_model.as_ref().map(PathBuf::from),
             top_k: quire_engine::DEFAULT_TOP_K,
             max_answer_tokens: MAX_ANSWER_TOKENS,
             loader: Some(quire_engine::Isolation::current_exe()?),

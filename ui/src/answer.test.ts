@@ -18,6 +18,10 @@ describe("answer view", () => {
       question: "q", text: "It is a search.", raw: "", sources: [],
       citations: [citation(2, "b", "ab", [1, 2]), citation(1, "a", "ab", [0, 1]), citation(2, "again", "ab", null)],
       stats: { prompt_tokens: 1, completion_tokens: 2, time_to_first_token: { secs: 1, nanos: 500_000_000 }, total_time: { secs: 2, nanos: 0 }, decode_tokens_per_sec: 10, prompt_tokens_per_sec: 5, finish_reason: "stop" },
+      speculation: {
+        verify_steps: 4, generated_tokens: 10, draft_model_steps: 0, decode_tokens_per_sec: 10, decode_secs: 1, power: null,
+        grammar: { proposed: 6, accepted: 6, pauses: 0 }, lookup: { proposed: 2, accepted: 0, pauses: 0 }, model: { proposed: 0, accepted: 0, pauses: 0 },
+      },
     });
     expect(cited.map((c) => c.number)).toEqual([1, 2]);
     const markers = [...v.root.querySelectorAll<HTMLButtonElement>(".citation-marker")];
@@ -27,6 +31,7 @@ describe("answer view", () => {
     expect(opened).toEqual([2]);
     expect(v.root.dataset.state).toBe("done");
     expect(v.root.querySelector(".answer-meta")!.textContent).toContain("first token 1.5 s");
+    expect(v.root.querySelector(".answer-meta")!.textContent).toContain("2.5 tokens/step");
   });
 
   it("highlights the quoted words in the passage and never turns text into markup", () => {

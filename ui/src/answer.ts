@@ -58,7 +58,10 @@ export class ExchangeView {
     );
     const s = answer.stats;
     const ttft = s.time_to_first_token.secs + s.time_to_first_token.nanos / 1e9;
-    this.meta.textContent = `${s.completion_tokens} tokens · first token ${ttft.toFixed(1)} s · ${s.decode_tokens_per_sec.toFixed(1)} tok/s`;
+    const spec = answer.speculation;
+    // Tokens per model step: above 1 when drafted tokens were accepted (speculative decoding).
+    const perStep = spec && spec.verify_steps > 0 ? ` · ${(spec.generated_tokens / spec.verify_steps).toFixed(1)} tokens/step` : "";
+    this.meta.textContent = `${s.completion_tokens} tokens · first token ${ttft.toFixed(1)} s · ${s.decode_tokens_per_sec.toFixed(1)} tok/s${perStep}`;
     this.root.setAttribute("data-state", "done");
     return cited;
   }

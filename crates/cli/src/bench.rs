@@ -57,11 +57,16 @@ enum BenchCommand {
         #[arg(long)]
         max_docs: Option<usize>,
     },
+    /// Plain and speculative decoding side by side on RAG answers and free-form chat: tokens/s,
+    /// ratio, tokens per target step, acceptance per draft source, identical greedy text.
+    Speculative(crate::speculative::SpeculativeArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<()> {
-    if let Some(BenchCommand::Ingest { corpus, max_docs }) = args.what {
-        return bench_ingest(&corpus, max_docs).await;
+    match args.what {
+        Some(BenchCommand::Ingest { corpus, max_docs }) => return bench_ingest(&corpus, max_docs).await,
+        Some(BenchCommand::Speculative(args)) => return crate::speculative::run(args).await,
+        None => {}
     }
     let docs_dir = match args.docs {
         Some(d) => d,
@@ -186,7 +191,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         let path = crate::resolve_model(&args.model)?;
         let t = Instant::now();
         let llm = Llm::load(&path).await?;
-        println!("model {}: loaded in {:.1} s", path.display(), t.elapsed().as_secs_f64());
+        println!("model {} ({}): loaded in {:.1} s", path.display(), llm.describe(), t.elapsed().as_secs_f64());
         let request = GenerationRequest {
             system: "You are a helpful assistant.".into(),
             user: "Explain in detail how a search engine ranks documents for a query.".into(),
@@ -198,7 +203,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         // Wall clock from the first streamed token to the last, besides the engine's own figure.
         let decode_secs = (g.stats.total_time - g.stats.time_to_first_token).as_secs_f64();
         println!(
-            "decode: {} tokens at {:.2} tokens/s wall clock ({:.2} tokens/s as mistral.rs reports); prompt {} tokens at {:.1} tokens/s; first token after {:.2} s",
+            "decode: {} tokens at {:.2} tokens/s wall clock ({:.2} tokens/s as the decoder reports); prompt {} tokens at {:.1} tokens/s; first token after {:.2} s",
             g.stats.completion_tokens,
             g.stats.completion_tokens.saturating_sub(1) as f64 / decode_secs,
             g.stats.decode_tokens_per_sec,
@@ -352,7 +357,7 @@ async fn search_figures(kb: &KnowledgeBase, queries: &[String], qvecs: &[Vec<f32
     Ok(())
 }
 
-fn default_docs() -> Result<PathBuf> {
+pub(crate) fn default_docs() -> Result<PathBuf> {
     let candidates = [PathBuf::from("../shared/sample-docs"), PathBuf::from("shared/sample-docs")];
     candidates
         .into_iter()

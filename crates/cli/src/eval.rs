@@ -207,14 +207,6 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         config.top_k = k;
     }
     let temp = tempfile::tempdir().context("cannot make a temporary folder")?;
-    let docs_root = match &args.docs {
-        Some(docs) => {
-            anyhow::ensure!(docs.is_dir(), "{} is not a folder of documents", docs.display());
-            config.data_dir = temp.path().join("index");
-            Some(docs.canonicalize()?)
-        }
-        None => None,
-    };
     let top_k = config.top_k;
     println!(
         "{}: {} questions; answer model {}; {} passages per question",
@@ -223,23 +215,7 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         config.llm_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         top_k
     );
-    let engine = Engine::open(config).await?;
-    if let Some(root) = &docs_root {
-        let started = Instant::now();
-        // Only the documents the questions name (a documents folder may hold bad files too).
-        let mut files: Vec<PathBuf> = cases.iter().map(|c| root.join(&c.document)).collect();
-        files.sort();
-        files.dedup();
-        let missing: Vec<String> = files.iter().filter(|f| !f.is_file()).map(|f| f.display().to_string()).collect();
-        if !missing.is_empty() {
-            bail!("the questions name documents that are not in {}:\n  {}", root.display(), missing.join("\n  "));
-        }
-        let report = engine.ingest(&files, &mut |_| {}, &Cancel::new()).await?;
-        if let Some((path, why)) = report.failed().first() {
-            bail!("cannot ingest {path}: {why}");
-        }
-        println!("ingested {} documents ({} chunks) in {:.0} s", files.len(), report.chunks(), started.elapsed().as_secs_f64());
-    }
+    let engine = open_with_documents(config, &cases, args.docs.as_deref(), temp.path()).await?;
     check_gold_passages(&engine, &cases).await?;
 
     // Retrieval at page level: a passage is relevant when it lies on a gold page.
@@ -355,6 +331,36 @@ async fn check_gold_passages(engine: &Engine, cases: &[AnswerCase]) -> Result<()
         bail!("the question set does not match the documents:\n  {}", problems.join("\n  "));
     }
     Ok(())
+}
+
+/// An engine for a question set: with `docs`, a knowledge base in `work` holding only the
+/// documents the questions name (a documents folder may hold bad files too); without, the
+/// configured one.
+pub(crate) async fn open_with_documents(
+    mut config: EngineConfig,
+    cases: &[AnswerCase],
+    docs: Option<&Path>,
+    work: &Path,
+) -> Result<Engine> {
+    let Some(docs) = docs else { return Engine::open(config).await };
+    anyhow::ensure!(docs.is_dir(), "{} is not a folder of documents", docs.display());
+    let root = docs.canonicalize()?;
+    config.data_dir = work.join("index");
+    let engine = Engine::open(config).await?;
+    let started = Instant::now();
+    let mut files: Vec<PathBuf> = cases.iter().map(|c| root.join(&c.document)).collect();
+    files.sort();
+    files.dedup();
+    let missing: Vec<String> = files.iter().filter(|f| !f.is_file()).map(|f| f.display().to_string()).collect();
+    if !missing.is_empty() {
+        bail!("the questions name documents that are not in {}:\n  {}", root.display(), missing.join("\n  "));
+    }
+    let report = engine.ingest(&files, &mut |_| {}, &Cancel::new()).await?;
+    if let Some((path, why)) = report.failed().first() {
+        bail!("cannot ingest {path}: {why}");
+    }
+    println!("ingested {} documents ({} chunks) in {:.0} s", files.len(), report.chunks(), started.elapsed().as_secs_f64());
+    Ok(engine)
 }
 
 async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {

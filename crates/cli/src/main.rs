@@ -3,6 +3,7 @@
 
 mod bench;
 mod eval;
+mod speculative;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -51,6 +52,10 @@ enum Command {
         /// Answer model: a known model name (see `quire models`) or a GGUF file.
         #[arg(long)]
         model: Option<String>,
+        /// Draft model for speculative decoding (name or GGUF, same tokenizer as the answer
+        /// model); without it, drafts come from the grammar and the retrieved passages.
+        #[arg(long)]
+        draft: Option<String>,
         /// Passages retrieved for the model (default: the engine's).
         #[arg(long)]
         top_k: Option<usize>,
@@ -172,12 +177,15 @@ async fn run(command: Command) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Ask { question, model, top_k, max_tokens, json } => {
+        Command::Ask { question, model, draft, top_k, max_tokens, json } => {
             let mut config = EngineConfig::from_home()?;
             config.top_k = top_k.unwrap_or(config.top_k);
             config.max_answer_tokens = max_tokens.unwrap_or(config.max_answer_tokens);
             if let Some(m) = model {
                 config.llm_path = resolve_model(&m)?;
+            }
+            if let Some(d) = draft {
+                config.draft_path = Some(resolve_model(&d)?);
             }
             ask(config, &question, json).await
         }

@@ -21,6 +21,7 @@ use ts_rs::TS;
 
 use quire_embed::Embedder;
 use quire_index::KnowledgeBase;
+use quire_llm::decoder::SpeculationStats;
 use quire_llm::{GenerationRequest, GenerationStats, Llm};
 
 pub use answer::RawAnswer;
@@ -39,6 +40,9 @@ pub struct EngineConfig {
     pub embedder_dir: PathBuf,
     /// GGUF file of the answer model.
     pub llm_path: PathBuf,
+    /// GGUF file of the draft model for speculative decoding (same tokenizer as the answer
+    /// model); `None` drafts from the grammar and the retrieved passages only.
+    pub draft_path: Option<PathBuf>,
     /// Passages retrieved and shown to the model for each question.
     pub top_k: usize,
     pub max_answer_tokens: usize,
@@ -88,6 +92,7 @@ impl EngineConfig {
             data_dir: collection_dir(&quire_models::quire_home()?, DEFAULT_COLLECTION)?,
             embedder_dir: quire_models::MINILM.location()?,
             llm_path: quire_models::QWEN_1_5B.location()?,
+            draft_path: None,
             top_k: DEFAULT_TOP_K,
             max_answer_tokens: 512,
             loader: Some(Isolation::current_exe()?),
@@ -174,6 +179,8 @@ pub struct Answer {
     pub sources: Vec<Source>,
     pub raw: String,
     pub stats: GenerationStats,
+    /// How speculative decoding went (Quire's decoder only).
+    pub speculation: Option<SpeculationStats>,
 }
 
 pub struct Engine {
@@ -372,14 +379,17 @@ impl Engine {
         self.llm.initialized()
     }
 
-    /// The memory budget now: the configured answer model, and `draft` if one is given.
+    /// The memory budget now: the configured answer model and its draft model (loaded with
+    /// it), or, without one configured, `draft` as a model not loaded.
     pub fn memory_budget(&self, draft: Option<&Path>, context_tokens: u32) -> Result<MemoryBudget> {
         let reading = memory::MemoryReading::now();
         let before = self.rss_before_llm.load(Ordering::SeqCst);
         let loaded = self.llm_loaded();
         let mut llms = vec![memory::BudgetedModel { role: "target", path: &self.config.llm_path, loaded }];
-        if let Some(d) = draft {
-            llms.push(memory::BudgetedModel { role: "draft", path: d, loaded: false });
+        match (self.config.draft_path.as_deref(), draft) {
+            (Some(d), _) => llms.push(memory::BudgetedModel { role: "draft", path: d, loaded }),
+            (None, Some(d)) => llms.push(memory::BudgetedModel { role: "draft", path: d, loaded: false }),
+            (None, None) => {}
         }
         let base = if loaded && before > 0 { before } else { reading.process_rss_bytes };
         memory::budget(base, &self.config.embedder_dir, &llms, context_tokens, &self.config.data_dir, reading)
@@ -405,9 +415,12 @@ impl Engine {
                 if !self.config.llm_path.is_file() {
                     return Err(missing_model(&self.config.llm_path));
                 }
+                if let Some(draft) = self.config.draft_path.as_deref().filter(|d| !d.is_file()) {
+                    return Err(missing_model(draft));
+                }
                 let before = memory::MemoryReading::now().process_rss_bytes;
                 self.rss_before_llm.store(before, Ordering::SeqCst);
-                Llm::load(&self.config.llm_path).await
+                Llm::load_with_draft(&self.config.llm_path, self.config.draft_path.as_deref()).await
             })
             .await
     }
@@ -447,16 +460,10 @@ impl Engine {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
-        let request = GenerationRequest {
-            system: answer::SYSTEM_PROMPT.into(),
-            user: answer::user_prompt(question, &hits),
-            schema: Some(answer::answer_schema(&hits)),
-            max_tokens: self.config.max_answer_tokens,
-            temperature: None,
-        };
+        let request = self.answer_request(question, &hits);
         let mut text_stream = answer::AnswerTextStream::default();
-        let generation = llm
-            .generate(&request, |piece| {
+        let (generation, speculation) = llm
+            .generate_detailed(&request, |piece| {
                 let text = text_stream.push(piece);
                 if !text.is_empty() {
                     on_event(Event::AnswerDelta { text });
@@ -511,7 +518,20 @@ impl Engine {
             sources,
             raw: generation.text,
             stats: generation.stats,
+            speculation,
         })
+    }
+
+    /// What the answer model is asked for `question` over the retrieved `hits`: the prompt
+    /// with numbered sources and the schema that holds citations to them.
+    pub fn answer_request(&self, question: &str, hits: &[SearchHit]) -> GenerationRequest {
+        GenerationRequest {
+            system: answer::SYSTEM_PROMPT.into(),
+            user: answer::user_prompt(question, hits),
+            schema: Some(answer::answer_schema(hits)),
+            max_tokens: self.config.max_answer_tokens,
+            temperature: None,
+        }
     }
 }
 

@@ -169,8 +169,9 @@ pub fn budget(
             Err(e) => warnings.push(format!("the {} model cannot be measured: {e:#}", m.role)),
         }
     }
-    let target = models.iter().find(|m| m.role == "target").map(|m| m.weights_bytes).unwrap_or(0);
-    let predicted = rss_without_llm + target;
+    // Answer and draft models in memory (the embedder is in `rss_without_llm` already).
+    let loaded: u64 = models.iter().filter(|m| m.loaded && m.role != "embedder").map(|m| m.weights_bytes).sum();
+    let predicted = rss_without_llm + loaded;
     Ok(MemoryBudget {
         models,
         context_tokens,

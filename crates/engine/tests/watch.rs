@@ -17,6 +17,7 @@ async fn engine(data: &Path) -> Engine {
         data_dir: data.to_path_buf(),
         embedder_dir: quire_testkit::model(&quire_models::MINILM),
         llm_path: quire_models::SMOLLM2.location().unwrap(),
+        draft_path: None,
         top_k: 4,
         max_answer_tokens: 64,
         loader: None,

@@ -7,20 +7,29 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::GgmlDType;
 use serde::Serialize;
 use ts_rs::TS;
 
-/// Bytes per element of the activations and KV cache mistral.rs picks on the CPU (BF16).
-const KV_ELEMENT_BYTES: u64 = 2;
+/// Bytes per element of the KV cache: mistral.rs keeps BF16 on the CPU, Quire's decoder f32
+/// (so a token's logits do not depend on rounding of the cache).
+const MISTRAL_KV_ELEMENT_BYTES: u64 = 2;
+const OWN_KV_ELEMENT_BYTES: u64 = 4;
+/// Quire's decoder also holds the tokenizer (vocabulary, merges) and the grammar engine's token
+/// trie: measured 81 + 60 MB for Qwen2's 151,936 tokens, ~930 bytes a token.
+const OWN_BYTES_PER_VOCABULARY_TOKEN: u64 = 930;
 
 #[derive(Debug, Clone, Serialize, TS)]
 pub struct ModelFootprint {
     pub architecture: String,
     #[ts(type = "number")]
     pub file_bytes: u64,
-    /// Resident bytes of the weights after loading: the quantized tensors, plus the token
-    /// embedding table that the loader dequantizes to f32 for lookups (and keeps quantized as
-    /// the output projection when the model ties them), plus the rotary tables.
+    /// Resident bytes of the model after loading. Quire's decoder (Qwen2, Llama): the tensors
+    /// as stored, except matrices in formats without a fast kernel, which it keeps as Q8_0, plus
+    /// its tokenizer and grammar tables.
+    /// mistral.rs (other architectures, Metal): the quantized tensors, plus the token embedding
+    /// table dequantized to f32 for lookups (kept quantized as the output projection when the
+    /// model ties them), plus the rotary tables.
     #[ts(type = "number")]
     pub weights_bytes: u64,
     /// Keys and values of one token across all layers.
@@ -65,22 +74,47 @@ impl ModelFootprint {
             Some((info.shape.elem_count() / dtype.block_size() * dtype.type_size()) as u64)
         };
         let quantized: u64 = content.tensor_infos.keys().filter_map(|n| tensor_bytes(n)).sum();
-        let embedding_f32 = content
-            .tensor_infos
-            .get("token_embd.weight")
-            .map(|i| i.shape.elem_count() as u64 * 4)
-            .unwrap_or(0);
-        let tied_output = if content.tensor_infos.contains_key("output.weight") {
-            0
+        let own_decoder = cfg!(not(feature = "metal")) && crate::OWN_DECODER_ARCHITECTURES.contains(&arch.as_str());
+        let (weights_bytes, kv_element_bytes) = if own_decoder {
+            let as_loaded: u64 = content
+                .tensor_infos
+                .values()
+                .map(|info| {
+                    let dims = info.shape.dims();
+                    let widened = matches!(info.ggml_dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::F16)
+                        && dims.len() == 2
+                        && dims[1] % 32 == 0;
+                    if widened {
+                        (info.shape.elem_count() / 32 * 34) as u64
+                    } else {
+                        (info.shape.elem_count() / info.ggml_dtype.block_size() * info.ggml_dtype.type_size()) as u64
+                    }
+                })
+                .sum();
+            let vocabulary = match meta("tokenizer.ggml.tokens") {
+                Some(Value::Array(tokens)) => tokens.len() as u64,
+                _ => 0,
+            };
+            (as_loaded + vocabulary * OWN_BYTES_PER_VOCABULARY_TOKEN, OWN_KV_ELEMENT_BYTES)
         } else {
-            tensor_bytes("token_embd.weight").unwrap_or(0)
+            let embedding_f32 = content
+                .tensor_infos
+                .get("token_embd.weight")
+                .map(|i| i.shape.elem_count() as u64 * 4)
+                .unwrap_or(0);
+            let tied_output = if content.tensor_infos.contains_key("output.weight") {
+                0
+            } else {
+                tensor_bytes("token_embd.weight").unwrap_or(0)
+            };
+            let rotary = context_length * head_dim * 4;
+            (quantized + embedding_f32 + tied_output + rotary, MISTRAL_KV_ELEMENT_BYTES)
         };
-        let rotary = context_length * head_dim * 4;
         Ok(ModelFootprint {
             architecture: arch,
             file_bytes,
-            weights_bytes: quantized + embedding_f32 + tied_output + rotary,
-            kv_bytes_per_token: 2 * layers * kv_heads * head_dim * KV_ELEMENT_BYTES,
+            weights_bytes,
+            kv_bytes_per_token: 2 * layers * kv_heads * head_dim * kv_element_bytes,
             context_length: context_length as u32,
             layers: layers as u32,
         })

@@ -1,6 +1,7 @@
-//! Local text generation with mistral.rs on a GGUF file: no network, tokens streamed as they
-//! are produced, output optionally held to a JSON schema (llguidance inside mistral.rs), so a
-//! small model's answer always parses.
+//! Local text generation on a GGUF file: no network, tokens streamed as they are produced,
+//! output optionally held to a JSON schema (llguidance), so a small model's answer always parses.
+//! Qwen2 and Llama models run on Quire's own speculative decoder (`decoder`); other
+//! architectures and the Metal build run on mistral.rs.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -12,15 +13,27 @@ use mistralrs::{
 use serde::Serialize;
 use ts_rs::TS;
 
+pub mod decoder;
 mod footprint;
 mod json_end;
+pub mod thermal;
 pub use footprint::ModelFootprint;
 pub use json_end::JsonEnd;
 
+/// The answer model: Quire's own decoder (speculative, on the CPU) for the architectures it
+/// runs, mistral.rs for the others and for the Metal build.
 pub struct Llm {
-    model: Model,
+    backend: Backend,
     path: PathBuf,
 }
+
+enum Backend {
+    Own { decoder: decoder::Decoder, speculation: decoder::Speculation },
+    Mistral(Model),
+}
+
+/// Architectures Quire's decoder runs (GGUF `general.architecture`).
+pub const OWN_DECODER_ARCHITECTURES: &[&str] = &["qwen2", "llama"];
 
 #[derive(Debug, Clone)]
 pub struct GenerationRequest {
@@ -55,8 +68,60 @@ pub struct Generation {
 }
 
 impl Llm {
-    /// Loads a GGUF model (weights, tokenizer and chat template all come from the file) on the CPU.
+    /// Loads a GGUF model (weights, tokenizer and chat template all come from the file), with
+    /// no draft model: speculation drafts from the grammar and the prompt only.
     pub async fn load(gguf: &Path) -> Result<Llm> {
+        Llm::load_with_draft(gguf, None).await
+    }
+
+    /// Loads the target and, if given, a draft model sharing its tokenizer. Qwen2 and Llama
+    /// GGUFs run on Quire's decoder (CPU); other architectures, and every model in the Metal
+    /// build, run on mistral.rs without speculation.
+    pub async fn load_with_draft(gguf: &Path, draft: Option<&Path>) -> Result<Llm> {
+        if !gguf.is_file() {
+            bail!("no model file at {}", gguf.display());
+        }
+        let architecture = ModelFootprint::of_gguf(gguf)?.architecture;
+        if cfg!(not(feature = "metal")) && OWN_DECODER_ARCHITECTURES.contains(&architecture.as_str()) {
+            let (target, draft) = (gguf.to_path_buf(), draft.map(Path::to_path_buf));
+            let decoder = blocking(move || decoder::Decoder::load(&target, draft.as_deref()))
+                .await
+                .with_context(|| format!("cannot load the model {}", gguf.display()))?;
+            return Ok(Llm {
+                backend: Backend::Own { decoder, speculation: decoder::Speculation::default() },
+                path: gguf.to_path_buf(),
+            });
+        }
+        let model = Llm::load_mistral(gguf).await?;
+        Ok(Llm { backend: Backend::Mistral(model), path: gguf.to_path_buf() })
+    }
+
+    /// Which engine runs the model, and with what draft.
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Own { decoder, .. } => match decoder.draft_path() {
+                Some(d) => format!("Quire decoder, speculative with draft {}", d.display()),
+                None => "Quire decoder, speculative (grammar and prompt drafts)".into(),
+            },
+            Backend::Mistral(_) => "mistral.rs".into(),
+        }
+    }
+
+    /// Changes how the own decoder speculates (ignored on mistral.rs).
+    pub fn set_speculation(&mut self, speculation: decoder::Speculation) {
+        if let Backend::Own { speculation: s, .. } = &mut self.backend {
+            *s = speculation;
+        }
+    }
+
+    pub fn decoder(&self) -> Option<&decoder::Decoder> {
+        match &self.backend {
+            Backend::Own { decoder, .. } => Some(decoder),
+            Backend::Mistral(_) => None,
+        }
+    }
+
+    async fn load_mistral(gguf: &Path) -> Result<Model> {
         if !gguf.is_file() {
             bail!("no model file at {}", gguf.display());
         }
@@ -74,11 +139,7 @@ impl Llm {
         if std::env::var_os("QUIRE_LLM_LOG").is_some() {
             builder = builder.with_logging();
         }
-        let model = builder
-            .build()
-            .await
-            .with_context(|| format!("cannot load the model {}", gguf.display()))?;
-        Ok(Llm { model, path: gguf.to_path_buf() })
+        builder.build().await.with_context(|| format!("cannot load the model {}", gguf.display()))
     }
 
     pub fn path(&self) -> &Path {
@@ -91,6 +152,32 @@ impl Llm {
     /// With a schema the reply is one JSON value and generation ends as soon as it is complete.
     pub async fn generate(
         &self,
+        request: &GenerationRequest,
+        on_text: impl FnMut(&str),
+        stop: impl Fn() -> bool,
+    ) -> Result<Generation> {
+        Ok(self.generate_detailed(request, on_text, stop).await?.0)
+    }
+
+    /// As `generate`, with the speculation figures when the own decoder ran.
+    pub async fn generate_detailed(
+        &self,
+        request: &GenerationRequest,
+        on_text: impl FnMut(&str),
+        stop: impl Fn() -> bool,
+    ) -> Result<(Generation, Option<decoder::SpeculationStats>)> {
+        match &self.backend {
+            Backend::Own { decoder, speculation } => {
+                // CPU-bound for seconds to minutes: keep the async runtime's other tasks moving.
+                let decoded = in_place(|| decoder.generate(request, speculation, 0, on_text, stop))?;
+                Ok((decoded.generation, Some(decoded.speculation)))
+            }
+            Backend::Mistral(model) => Ok((Llm::generate_mistral(model, request, on_text, stop).await?, None)),
+        }
+    }
+
+    async fn generate_mistral(
+        model: &Model,
         request: &GenerationRequest,
         mut on_text: impl FnMut(&str),
         stop: impl Fn() -> bool,
@@ -116,7 +203,7 @@ impl Llm {
         let mut first: Option<Duration> = None;
         let mut text = String::new();
         let mut steps = 0usize;
-        let mut stream = self.model.stream_chat_request(builder).await?;
+        let mut stream = model.stream_chat_request(builder).await?;
         let mut finish: Option<(String, Option<mistralrs::Usage>)> = None;
         while let Some(response) = stream.next().await {
             if stop() {
@@ -165,7 +252,7 @@ impl Llm {
         // mistral.rs: its prompt is counted here, after the answer, off the path to it.
         let prompt_tokens = match &usage {
             Some(u) => u.prompt_tokens,
-            None => self.prompt_tokens(request).await?,
+            None => Llm::prompt_tokens(model, request).await?,
         };
         let stats = GenerationStats {
             prompt_tokens,
@@ -187,15 +274,30 @@ impl Llm {
     }
 
     /// Tokens of the request's prompt with the chat template applied.
-    async fn prompt_tokens(&self, request: &GenerationRequest) -> Result<usize> {
+    async fn prompt_tokens(model: &Model, request: &GenerationRequest) -> Result<usize> {
         let messages = TextMessages::new()
             .add_message(TextMessageRole::System, &request.system)
             .add_message(TextMessageRole::User, &request.user);
-        let tokens = self
-            .model
+        let tokens = model
             .tokenize(either::Either::Left(messages), None, true, true, None)
             .await
             .context("cannot count the prompt's tokens")?;
         Ok(tokens.len())
+    }
+}
+
+/// Runs CPU-bound work from async code: on a multi-threaded runtime the worker hands its other
+/// tasks away first; elsewhere (a single-threaded test runtime) it simply runs.
+fn in_place<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(_) => tokio::task::spawn_blocking(work).await?,
+        Err(_) => work(),
     }
 }

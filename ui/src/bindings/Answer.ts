@@ -2,5 +2,10 @@
 import type { Citation } from "./Citation";
 import type { GenerationStats } from "./GenerationStats";
 import type { Source } from "./Source";
+import type { SpeculationStats } from "./SpeculationStats";
 
-export type Answer = { question: string, text: string, citations: Array<Citation>, sources: Array<Source>, raw: string, stats: GenerationStats, };
+export type Answer = { question: string, text: string, citations: Array<Citation>, sources: Array<Source>, raw: string, stats: GenerationStats, 
+/**
+ * How speculative decoding went (Quire's decoder only).
+ */
+speculation: SpeculationStats | null, };

@@ -1,0 +1,884 @@
+//! Quire's own decoder: speculative decoding over a target model and optional draft model
+//! (GGUF, same tokenizer), with drafts also taken from the grammar and from the prompt.
+//!
+//! Each verify step runs the target once over `[last token, d1 … dk]` and walks the drafts:
+//! greedy keeps a draft while it equals the target's masked argmax; sampling keeps it with
+//! probability min(1, p/q) and on rejection draws from (p − q)+. Either way one token more
+//! than the accepted drafts comes out of every step, and the output is the target's own —
+//! token for token under greedy decoding, because a token's logits do not depend on how many
+//! tokens were verified with it (see `transformer`). Rejected tokens' cache entries are cut
+//! off by lowering the cache's length.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use llguidance::api::TopLevelGrammar;
+use llguidance::{Matcher, ParserFactory};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use toktrie::SimpleVob;
+use ts_rs::TS;
+
+use crate::thermal::{PowerState, Throttle};
+use crate::{Generation, GenerationRequest, GenerationStats};
+
+mod drafting;
+mod q4k;
+mod text;
+mod transformer;
+mod weights;
+
+pub use drafting::{lookup, DraftSource, SOURCES};
+pub use text::ChatText;
+pub use transformer::{Config, KvCache, Transformer};
+
+/// How (and whether) to speculate.
+#[derive(Debug, Clone)]
+pub struct Speculation {
+    /// Off: plain decoding, one target step per token.
+    pub enabled: bool,
+    pub grammar_drafts: bool,
+    pub lookup_drafts: bool,
+    /// Use the draft model when one is loaded.
+    pub model_drafts: bool,
+    /// Most tokens drafted by the model in one step; K starts at `initial_k` and adapts.
+    pub max_k: usize,
+    pub initial_k: usize,
+    /// Most tokens taken from the grammar or the prompt in one step (they cost no model run).
+    pub max_free: usize,
+    /// The draft model stops proposing once its top probability falls below this.
+    pub min_draft_probability: f32,
+    /// Outcomes remembered per source.
+    pub window: usize,
+    /// A source whose full window accepts less than this is paused…
+    pub fallback_below: f32,
+    /// …for this many generated tokens, then probed again.
+    pub probe_after: usize,
+    /// The draft model sees at most this many of the latest tokens (its prompt costs time too).
+    pub draft_context: usize,
+    /// Sampling temperature of the draft model; `None` = the target's.
+    pub draft_temperature: Option<f32>,
+    /// Back off under thermal pressure and on battery saver.
+    pub respect_thermal: bool,
+    /// Pick each step's draft source by its measured cost per produced token; `false` always
+    /// drafts when a source can (lookup first, else the model): for measuring a source itself.
+    pub choose_by_cost: bool,
+}
+
+impl Default for Speculation {
+    fn default() -> Self {
+        Speculation {
+            enabled: true,
+            grammar_drafts: true,
+            lookup_drafts: true,
+            model_drafts: true,
+            max_k: 6,
+            initial_k: 3,
+            max_free: 16,
+            min_draft_probability: 0.35,
+            window: 32,
+            fallback_below: 0.5,
+            probe_after: 64,
+            draft_context: 256,
+            draft_temperature: None,
+            respect_thermal: true,
+            choose_by_cost: true,
+        }
+    }
+}
+
+impl Speculation {
+    pub fn off() -> Speculation {
+        Speculation { enabled: false, ..Speculation::default() }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, TS)]
+pub struct SourceStats {
+    pub proposed: usize,
+    pub accepted: usize,
+    /// Times the source was paused for low acceptance.
+    pub pauses: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize, TS)]
+pub struct SpeculationStats {
+    /// Target forward passes after the prompt.
+    pub verify_steps: usize,
+    pub generated_tokens: usize,
+    pub grammar: SourceStats,
+    pub lookup: SourceStats,
+    pub model: SourceStats,
+    /// Draft-model forward passes (catch-up batches included).
+    pub draft_model_steps: usize,
+    /// Reply tokens per second of decoding (the prompt's last token runs in the first decode
+    /// step, so every reply token counts).
+    pub decode_tokens_per_sec: f32,
+    /// Seconds from the end of the prompt to the last token.
+    pub decode_secs: f32,
+    pub power: Option<PowerState>,
+}
+
+impl SpeculationStats {
+    /// Mean tokens produced per target step (accepted drafts plus the one the step adds).
+    pub fn tokens_per_step(&self) -> f32 {
+        if self.verify_steps == 0 {
+            0.0
+        } else {
+            self.generated_tokens as f32 / self.verify_steps as f32
+        }
+    }
+
+    pub fn source(&self, source: DraftSource) -> &SourceStats {
+        match source {
+            DraftSource::Grammar => &self.grammar,
+            DraftSource::Lookup => &self.lookup,
+            DraftSource::Model => &self.model,
+        }
+    }
+
+    fn source_mut(&mut self, source: DraftSource) -> &mut SourceStats {
+        match source {
+            DraftSource::Grammar => &mut self.grammar,
+            DraftSource::Lookup => &mut self.lookup,
+            DraftSource::Model => &mut self.model,
+        }
+    }
+}
+
+pub struct Decoded {
+    pub generation: Generation,
+    pub tokens: Vec<u32>,
+    pub speculation: SpeculationStats,
+}
+
+pub struct Decoder {
+    target: Transformer,
+    draft: Option<Transformer>,
+    text: ChatText,
+    grammar: Arc<ParserFactory>,
+    target_path: PathBuf,
+    draft_path: Option<PathBuf>,
+}
+
+/// A drafted token: who proposed it and, for sampled model drafts, the draft distribution.
+struct Draft {
+    token: u32,
+    source: DraftSource,
+    q: Option<Vec<f32>>,
+}
+
+/// The state of one reply being decoded.
+struct Run {
+    tokens: Vec<u32>,
+    prompt_len: usize,
+    cache: KvCache,
+    matcher: Option<Matcher>,
+    rng: StdRng,
+    temperature: Option<f32>,
+    stop_tokens: Vec<u32>,
+}
+
+impl Decoder {
+    /// Loads the target (and the draft, which must share its tokenizer) from GGUF files.
+    pub fn load(target: &Path, draft: Option<&Path>) -> Result<Decoder> {
+        let text = ChatText::load(target)?;
+        let target_model = Transformer::load(target)?;
+        let draft_model = match draft {
+            Some(path) => {
+                let draft_text = ChatText::load(path)?;
+                if draft_text.tokenizer.get_vocab(true) != text.tokenizer.get_vocab(true) {
+                    bail!(
+                        "the draft model {} does not share the tokenizer of {}; pick a draft of the same family",
+                        path.display(),
+                        target.display()
+                    );
+                }
+                Some(Transformer::load(path)?)
+            }
+            None => None,
+        };
+        let grammar = text.grammar_factory(target_model.config.vocab)?;
+        Ok(Decoder {
+            target: target_model,
+            draft: draft_model,
+            text,
+            grammar,
+            target_path: target.to_path_buf(),
+            draft_path: draft.map(Path::to_path_buf),
+        })
+    }
+
+    pub fn target_path(&self) -> &Path {
+        &self.target_path
+    }
+
+    pub fn draft_path(&self) -> Option<&Path> {
+        self.draft_path.as_deref()
+    }
+
+    pub fn text(&self) -> &ChatText {
+        &self.text
+    }
+
+    /// Bytes of weights in memory: target, draft.
+    pub fn weight_bytes(&self) -> (usize, Option<usize>) {
+        (self.target.weight_bytes(), self.draft.as_ref().map(Transformer::weight_bytes))
+    }
+
+    /// Decodes a reply to `request`, calling `on_text` with each new piece of text; `stop`
+    /// returning true ends it with reason "cancelled".
+    pub fn generate(
+        &self,
+        request: &GenerationRequest,
+        speculation: &Speculation,
+        seed: u64,
+        on_text: impl FnMut(&str),
+        stop: impl Fn() -> bool,
+    ) -> Result<Decoded> {
+        let started = Instant::now();
+        let (prompt, cache) = self.prefill(request, speculation)?;
+        self.decode_from(request, &prompt, cache, started, speculation, seed, on_text, stop)
+    }
+
+    /// Decodes `request` once plainly and once per entry of `speculations`, all from one
+    /// prompt cache (the prompt is processed once): for side-by-side benchmarks and the
+    /// exactness check. The first result is the plain one; run `i` samples with seed `seed + i`
+    /// (independent draws when sampling).
+    pub fn compare(&self, request: &GenerationRequest, speculations: &[Speculation], seed: u64) -> Result<Vec<Decoded>> {
+        let widest = speculations.iter().fold(Speculation::off(), |a, s| Speculation {
+            max_free: a.max_free.max(s.max_free),
+            max_k: a.max_k.max(s.max_k),
+            ..a
+        });
+        let started = Instant::now();
+        let (prompt, cache) = self.prefill(request, &widest)?;
+        let prompt_time = started.elapsed();
+        let mut out = Vec::with_capacity(speculations.len() + 1);
+        for (i, speculation) in std::iter::once(&Speculation::off()).chain(speculations).enumerate() {
+            // Each run's clock starts as if its prompt had just been processed.
+            let run_started = Instant::now() - prompt_time;
+            let run_seed = seed.wrapping_add(i as u64);
+            out.push(self.decode_from(request, &prompt, cache.clone(), run_started, speculation, run_seed, |_| {}, || false)?);
+        }
+        Ok(out)
+    }
+
+    fn prefill(&self, request: &GenerationRequest, speculation: &Speculation) -> Result<(Vec<u32>, KvCache)> {
+        let prompt = self.text.prompt(&request.system, &request.user)?;
+        if prompt.is_empty() {
+            bail!("the prompt is empty");
+        }
+        let capacity = prompt.len() + request.max_tokens + speculation.max_free.max(speculation.max_k) + 2;
+        if capacity > self.target.config.context {
+            bail!(
+                "the prompt ({} tokens) and reply ({} tokens) exceed the model's context of {} tokens; ask with fewer passages",
+                prompt.len(),
+                request.max_tokens,
+                self.target.config.context
+            );
+        }
+        let mut cache = self.target.new_cache(capacity);
+        self.target.forward(&prompt[..prompt.len() - 1], &mut cache, usize::MAX)?;
+        Ok((prompt, cache))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn decode_from(
+        &self,
+        request: &GenerationRequest,
+        prompt: &[u32],
+        cache: KvCache,
+        started: Instant,
+        speculation: &Speculation,
+        seed: u64,
+        mut on_text: impl FnMut(&str),
+        stop: impl Fn() -> bool,
+    ) -> Result<Decoded> {
+        let prompt_done = started.elapsed();
+        let matcher = match &request.schema {
+            Some(schema) => {
+                let parser = self
+                    .grammar
+                    .create_parser(TopLevelGrammar::from_json_schema(schema.clone()))
+                    .context("the answer schema is not a grammar the decoder accepts")?;
+                Some(Matcher::new(Ok(parser)))
+            }
+            None => None,
+        };
+        let mut run = Run {
+            tokens: prompt.to_vec(),
+            prompt_len: prompt.len(),
+            cache,
+            matcher,
+            rng: StdRng::seed_from_u64(seed),
+            temperature: request.temperature.map(|t| t as f32).filter(|t| *t > 0.0),
+            stop_tokens: self.text.stop.clone(),
+        };
+        let mut stream = text::TextStream::default();
+        let mut first_text: Option<Duration> = None;
+        let mut stats = SpeculationStats::default();
+        let decode_started = Instant::now();
+        let finish_reason = self.decode(&mut run, request.max_tokens, speculation, &mut stats, &mut |run: &Run| {
+            if let Some(piece) = stream.next(&self.text, &run.tokens[run.prompt_len..])? {
+                first_text.get_or_insert_with(|| started.elapsed());
+                on_text(&piece);
+            }
+            Ok(!stop())
+        })?;
+        let decode_time = decode_started.elapsed();
+        let total_time = started.elapsed();
+        let generated: Vec<u32> = run.tokens[run.prompt_len..].to_vec();
+        stats.generated_tokens = generated.len();
+        stats.decode_secs = decode_time.as_secs_f32();
+        stats.decode_tokens_per_sec = per_second(generated.len(), decode_time);
+        let text = self.text.decode(&generated)?;
+        let generation = Generation {
+            text,
+            stats: GenerationStats {
+                prompt_tokens: prompt.len(),
+                completion_tokens: generated.len(),
+                time_to_first_token: first_text.unwrap_or(total_time),
+                total_time,
+                decode_tokens_per_sec: stats.decode_tokens_per_sec,
+                prompt_tokens_per_sec: per_second(prompt.len(), prompt_done),
+                finish_reason,
+            },
+        };
+        Ok(Decoded { generation, tokens: generated, speculation: stats })
+    }
+
+    /// The decode loop. `on_step` sees the run after each verify step and returns false to
+    /// cancel. Returns the finish reason.
+    fn decode(
+        &self,
+        run: &mut Run,
+        max_tokens: usize,
+        speculation: &Speculation,
+        stats: &mut SpeculationStats,
+        on_step: &mut dyn FnMut(&Run) -> Result<bool>,
+    ) -> Result<String> {
+        let vocab = self.target.config.vocab;
+        // Grammar drafts start at full length (they are almost always right); lookup and model
+        // drafts start short and grow with acceptance: a rejected token costs a token's compute.
+        let mut controls = [
+            drafting::SourceControl::new(speculation.window, speculation.max_free, speculation.max_free),
+            drafting::SourceControl::new(speculation.window, speculation.initial_k, speculation.max_free),
+            drafting::SourceControl::new(speculation.window, speculation.initial_k, speculation.max_k),
+        ];
+        let mut power = PowerState::UNKNOWN;
+        let mut throttle = Throttle::for_state(power);
+        let mut draft_cache: Option<(KvCache, Vec<u32>)> = None;
+        let mut costs = Costs::default();
+        let mut pending = *run.tokens.last().expect("prompt is not empty");
+
+        loop {
+            let generated = run.tokens.len() - run.prompt_len;
+            if generated >= max_tokens {
+                return Ok("length".into());
+            }
+            if speculation.enabled && speculation.respect_thermal && stats.verify_steps % 32 == 0 {
+                power = PowerState::read();
+                throttle = Throttle::for_state(power);
+                stats.power = Some(power);
+                controls[2].set_max_k(speculation.max_k / throttle.max_k_divisor);
+            }
+            let mask0 = match next_mask(run)? {
+                Next::Done => return Ok("stop".into()),
+                Next::Free => None,
+                Next::Mask(mask) => Some(mask),
+            };
+
+            let budget = max_tokens - generated - 1;
+            let step_started = Instant::now();
+            let mut choice = Choice::Grammar;
+            let drafts = if speculation.enabled && throttle.free_drafts && budget > 0 {
+                self.propose(run, speculation, &mut controls, throttle, &mut draft_cache, generated, budget, stats, &mut costs, &mut choice)?
+            } else {
+                Vec::new()
+            };
+
+            let mut input = Vec::with_capacity(drafts.len() + 1);
+            input.push(pending);
+            input.extend(drafts.iter().map(|d| d.token));
+            let base = run.cache.len();
+            let logits = self.target.forward(&input, &mut run.cache, 0)?;
+            stats.verify_steps += 1;
+
+            let mut accepted = 0;
+            let mut mask = mask0;
+            let mut next = None;
+            for i in 0..=drafts.len() {
+                if i > 0 {
+                    mask = match next_mask(run)? {
+                        Next::Free => None,
+                        Next::Mask(mask) => Some(mask),
+                        Next::Done => {
+                            // The grammar is complete after the drafts accepted so far.
+                            run.cache.truncate(base + 1 + accepted);
+                            on_step(run)?;
+                            return Ok("stop".into());
+                        }
+                    };
+                }
+                let row = &logits[i * vocab..(i + 1) * vocab];
+                let draft = drafts.get(i);
+                let choice = match (run.temperature, draft) {
+                    (None, Some(d)) => {
+                        let best = argmax(row, mask.as_ref());
+                        if best == d.token { Ok(()) } else { Err(best) }
+                    }
+                    (None, None) => Err(argmax(row, mask.as_ref())),
+                    (Some(t), Some(d)) => {
+                        let p = probabilities(row, mask.as_ref(), t);
+                        let q_d = d.q.as_ref().map_or(1.0, |q| q[d.token as usize]);
+                        let keep = q_d <= 0.0 || run.rng.random::<f32>() < (p[d.token as usize] / q_d).min(1.0);
+                        if keep {
+                            Ok(())
+                        } else {
+                            // Residual (p − q)+: with a one-hot q, p without the drafted token.
+                            let mut residual = p.clone();
+                            match &d.q {
+                                Some(q) => residual.iter_mut().zip(q).for_each(|(r, qi)| *r = (*r - qi).max(0.0)),
+                                None => residual[d.token as usize] = 0.0,
+                            }
+                            Err(sample(&residual, &mut run.rng).unwrap_or_else(|| sample(&p, &mut run.rng).unwrap_or(d.token)))
+                        }
+                    }
+                    (Some(t), None) => {
+                        let p = probabilities(row, mask.as_ref(), t);
+                        Err(sample(&p, &mut run.rng).context("no token is allowed here")?)
+                    }
+                };
+                match choice {
+                    Ok(()) => {
+                        let d = &drafts[i];
+                        accepted += 1;
+                        stats.source_mut(d.source).accepted += 1;
+                        if self.take(run, d.token)? {
+                            run.cache.truncate(base + 1 + accepted);
+                            on_step(run)?;
+                            return Ok("stop".into());
+                        }
+                    }
+                    Err(token) => {
+                        next = Some(token);
+                        break;
+                    }
+                }
+            }
+            // Per-source outcomes: drafts are grouped by source in proposal order.
+            for (index, source) in SOURCES.iter().enumerate() {
+                let Some(first) = drafts.iter().position(|d| d.source == *source) else { continue };
+                if accepted < first {
+                    continue; // rejected before this source's drafts were reached
+                }
+                let proposed = drafts.iter().filter(|d| d.source == *source).count();
+                let taken = (accepted - first).min(proposed);
+                controls[index].update(proposed, taken, generated, speculation.fallback_below, speculation.probe_after);
+                stats.source_mut(*source).pauses = controls[index].pauses;
+            }
+            run.cache.truncate(base + 1 + accepted);
+            costs.record(choice, step_started.elapsed().as_secs_f32(), accepted + 1);
+            let token = next.expect("a verify step always yields a token");
+            let ended = self.take(run, token)?;
+            if !on_step(run)? {
+                return Ok("cancelled".into());
+            }
+            if ended {
+                return Ok("stop".into());
+            }
+            pending = token;
+        }
+    }
+
+    /// Appends a chosen token; true when it ends the reply (a stop token, or the grammar is done).
+    fn take(&self, run: &mut Run, token: u32) -> Result<bool> {
+        if run.stop_tokens.contains(&token) {
+            return Ok(true);
+        }
+        run.tokens.push(token);
+        if let Some(m) = run.matcher.as_mut() {
+            m.consume_token(token).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
+            return Ok(m.is_stopped());
+        }
+        Ok(false)
+    }
+
+    /// Drafts for the step after `run.tokens`: first what the grammar forces, then from the
+    /// prompt lookup or the draft model, whichever has accepted more of late.
+    #[allow(clippy::too_many_arguments)]
+    fn propose(
+        &self,
+        run: &mut Run,
+        speculation: &Speculation,
+        controls: &mut [drafting::SourceControl; 3],
+        throttle: Throttle,
+        draft_cache: &mut Option<(KvCache, Vec<u32>)>,
+        generated: usize,
+        budget: usize,
+        stats: &mut SpeculationStats,
+        costs: &mut Costs,
+        chosen: &mut Choice,
+    ) -> Result<Vec<Draft>> {
+        let mut drafts: Vec<Draft> = Vec::new();
+        let mut consumed = 0;
+        let result = (|| -> Result<()> {
+            if speculation.grammar_drafts && controls[0].active(generated) {
+                if let Some(m) = run.matcher.as_mut() {
+                    let forced = m.compute_ff_tokens();
+                    let take = forced.len().min(speculation.max_free).min(budget);
+                    let valid = m.validate_tokens(&forced[..take]).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
+                    m.consume_tokens(&forced[..valid]).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
+                    consumed += valid;
+                    drafts.extend(forced[..valid].iter().map(|&token| Draft { token, source: DraftSource::Grammar, q: None }));
+                }
+            }
+            let room = budget - drafts.len();
+            if room == 0 {
+                return Ok(());
+            }
+            let mut context = run.tokens.clone();
+            context.extend(drafts.iter().map(|d| d.token));
+            let lookup_candidate = if speculation.lookup_drafts && controls[1].active(generated) {
+                drafting::lookup(&context, 2, 4, controls[1].k.min(room))
+            } else {
+                Vec::new()
+            };
+            let model_ready = speculation.model_drafts
+                && throttle.model_drafts
+                && self.draft.is_some()
+                && controls[2].active(generated);
+            // Among the sources that can draft now, the one whose recent steps produced tokens at
+            // the lowest cost — acceptance is what it buys, but a draft model that is right 80 %
+            // of the time still loses where verifying costs nearly a step per token.
+            let mut options = vec![Choice::Grammar];
+            if !lookup_candidate.is_empty() {
+                options.push(Choice::Lookup);
+            }
+            if model_ready {
+                options.push(Choice::Model);
+            }
+            let choice = if speculation.choose_by_cost {
+                costs.choose(&options, controls)
+            } else {
+                options.iter().copied().find(|c| *c != Choice::Grammar).unwrap_or(Choice::Grammar)
+            };
+            *chosen = choice;
+            if choice == Choice::Lookup {
+                let valid = match run.matcher.as_mut() {
+                    Some(m) => m.validate_tokens(&lookup_candidate).map_err(|e| anyhow::anyhow!("grammar: {e}"))?,
+                    None => lookup_candidate.len(),
+                };
+                let valid = lookup_candidate[..valid]
+                    .iter()
+                    .position(|t| run.stop_tokens.contains(t))
+                    .unwrap_or(valid);
+                drafts.extend(lookup_candidate[..valid].iter().map(|&token| Draft { token, source: DraftSource::Lookup, q: None }));
+            } else if choice == Choice::Model {
+                let k = controls[2].k.min(room);
+                consumed += self.draft_from_model(run, speculation, &context, k, draft_cache, &mut drafts, stats)?;
+            }
+            Ok(())
+        })();
+        if let Some(m) = run.matcher.as_mut() {
+            m.rollback(consumed).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
+        }
+        result?;
+        for d in &drafts {
+            stats.source_mut(d.source).proposed += 1;
+        }
+        Ok(drafts)
+    }
+
+    /// Runs the draft model greedily (or sampling, with its distribution kept for the
+    /// rejection rule) for up to `k` tokens after `context`. Returns how many tokens it fed
+    /// to the grammar matcher (the caller rolls them back).
+    #[allow(clippy::too_many_arguments)]
+    fn draft_from_model(
+        &self,
+        run: &mut Run,
+        speculation: &Speculation,
+        context: &[u32],
+        k: usize,
+        draft_cache: &mut Option<(KvCache, Vec<u32>)>,
+        drafts: &mut Vec<Draft>,
+        stats: &mut SpeculationStats,
+    ) -> Result<usize> {
+        let model = self.draft.as_ref().expect("checked by the caller");
+        let vocab = model.config.vocab.min(self.target.config.vocab);
+        // The draft sees the latest `draft_context` tokens of the reply's context, from a fixed
+        // origin so its cache stays valid from step to step.
+        let origin = run.prompt_len.saturating_sub(speculation.draft_context);
+        let (cache, fed) = draft_cache.get_or_insert_with(|| {
+            let capacity = (run.cache.capacity() - origin).max(16);
+            (model.new_cache(capacity), Vec::new())
+        });
+        let wanted = &context[origin..];
+        // At least the last token is fed again: its logits start the draft.
+        let common = fed.iter().zip(wanted).take_while(|(a, b)| a == b).count().min(wanted.len() - 1);
+        fed.truncate(common);
+        cache.truncate(common);
+        let mut logits = model.forward(&wanted[common..], cache, wanted.len() - common - 1)?;
+        fed.extend_from_slice(&wanted[common..]);
+        stats.draft_model_steps += 1;
+        let temperature = speculation.draft_temperature.or(run.temperature);
+        let mut consumed = 0;
+        for j in 0..k {
+            if j > 0 {
+                let last = drafts.last().expect("a draft was pushed").token;
+                logits = model.forward(&[last], cache, 0)?;
+                fed.push(last);
+                stats.draft_model_steps += 1;
+            }
+            let mask = match next_mask(run)? {
+                Next::Free => None,
+                Next::Mask(mask) => Some(mask),
+                Next::Done => break,
+            };
+            let row = &logits[..vocab];
+            let p = probabilities(row, mask.as_ref(), temperature.unwrap_or(1.0));
+            let (token, q) = match temperature {
+                None => (argmax(row, mask.as_ref()), None),
+                Some(_) => match sample(&p, &mut run.rng) {
+                    Some(t) => (t, None),
+                    None => break,
+                },
+            };
+            let top = p.iter().cloned().fold(0.0f32, f32::max);
+            if top < speculation.min_draft_probability || run.stop_tokens.contains(&token) {
+                break;
+            }
+            let q = if temperature.is_some() { Some(pad(p, self.target.config.vocab)) } else { q };
+            if let Some(m) = run.matcher.as_mut() {
+                m.consume_token(token).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
+                consumed += 1;
+            }
+            drafts.push(Draft { token, source: DraftSource::Model, q });
+        }
+        Ok(consumed)
+    }
+}
+
+/// How a step drafts beyond the grammar's forced tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    /// Grammar drafts only (none when nothing is forced): the plain step.
+    Grammar,
+    Lookup,
+    Model,
+}
+
+/// Seconds per produced token of recent steps, per choice (moving averages), when each was
+/// last measured, and how long to wait before measuring a losing choice again.
+struct Costs {
+    per_token: [Option<f32>; 3],
+    measured_at: [usize; 3],
+    probe_every: [usize; 3],
+    steps: usize,
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Costs { per_token: [None; 3], measured_at: [0; 3], probe_every: [Costs::FIRST_PROBE; 3], steps: 0 }
+    }
+}
+
+impl Costs {
+    /// A losing choice is measured again after this many steps (costs change: the draft
+    /// model's first use pays for reading the prompt, later ones do not), then after twice as
+    /// many each time it still loses, up to `LAST_PROBE`.
+    const FIRST_PROBE: usize = 16;
+    const LAST_PROBE: usize = 512;
+
+    fn index(choice: Choice) -> usize {
+        choice as usize
+    }
+
+    fn best(&self) -> Option<f32> {
+        self.per_token.iter().flatten().cloned().reduce(f32::min)
+    }
+
+    fn record(&mut self, choice: Choice, secs: f32, tokens: usize) {
+        let i = Costs::index(choice);
+        let sample = secs / tokens.max(1) as f32;
+        let probe = self.steps - self.measured_at[i] >= self.probe_every[i];
+        self.per_token[i] = Some(match self.per_token[i] {
+            // A probe after a long pause replaces the old figure rather than nudging it.
+            Some(old) if !probe => 0.7 * old + 0.3 * sample,
+            _ => sample,
+        });
+        self.steps += 1;
+        self.measured_at[i] = self.steps;
+        if self.best().is_some_and(|b| sample > b * 1.05) {
+            if probe {
+                self.probe_every[i] = (self.probe_every[i] * 2).min(Costs::LAST_PROBE);
+            }
+        } else {
+            self.probe_every[i] = Costs::FIRST_PROBE;
+        }
+    }
+
+    /// The cheapest option; an option never measured, or due for a probe, is tried.
+    fn choose(&self, options: &[Choice], controls: &[drafting::SourceControl; 3]) -> Choice {
+        let due = |c: &Choice| {
+            let i = Costs::index(*c);
+            self.per_token[i].is_none() || self.steps - self.measured_at[i] >= self.probe_every[i]
+        };
+        if let Some(c) = options.iter().find(|c| due(c)) {
+            return *c;
+        }
+        // Equal costs favour the source that accepts more.
+        *options
+            .iter()
+            .min_by(|a, b| {
+                let cost = |c: &Choice| self.per_token[Costs::index(*c)].unwrap_or(f32::MAX);
+                cost(a).total_cmp(&cost(b)).then_with(|| {
+                    let rate = |c: &Choice| match c {
+                        Choice::Grammar => 0.0,
+                        Choice::Lookup => controls[1].rate(),
+                        Choice::Model => controls[2].rate(),
+                    };
+                    rate(b).total_cmp(&rate(a))
+                })
+            })
+            .expect("options hold at least the plain step")
+    }
+}
+
+/// What may come next under the grammar.
+enum Next {
+    /// No grammar: any token.
+    Free,
+    Mask(SimpleVob),
+    /// The grammar is complete: only an end-of-reply token could follow.
+    Done,
+}
+
+fn next_mask(run: &mut Run) -> Result<Next> {
+    let Some(m) = run.matcher.as_mut() else { return Ok(Next::Free) };
+    if m.is_stopped() {
+        return Ok(Next::Done);
+    }
+    match m.compute_mask() {
+        Ok(mask) => {
+            let only_stop = mask.num_set() <= run.stop_tokens.len() && mask.iter().all(|t| run.stop_tokens.contains(&t));
+            Ok(if only_stop { Next::Done } else { Next::Mask(mask) })
+        }
+        // The parser can find out it is finished while computing the mask.
+        Err(_) if m.is_stopped() => Ok(Next::Done),
+        Err(e) => Err(anyhow::anyhow!("grammar: {e}")),
+    }
+}
+
+fn pad(mut p: Vec<f32>, len: usize) -> Vec<f32> {
+    p.resize(len, 0.0);
+    p
+}
+
+fn per_second(tokens: usize, time: Duration) -> f32 {
+    let secs = time.as_secs_f32();
+    if secs > 0.0 { tokens as f32 / secs } else { 0.0 }
+}
+
+fn allowed(mask: Option<&SimpleVob>, token: usize) -> bool {
+    mask.is_none_or(|m| token < m.len() && m.is_allowed(token as u32))
+}
+
+/// The first highest-scoring allowed token (ties go to the lower id, so it is deterministic).
+pub fn argmax(row: &[f32], mask: Option<&SimpleVob>) -> u32 {
+    let mut best = (0usize, f32::NEG_INFINITY);
+    for (i, &v) in row.iter().enumerate() {
+        if v > best.1 && allowed(mask, i) {
+            best = (i, v);
+        }
+    }
+    best.0 as u32
+}
+
+/// Softmax of `row / temperature` over the allowed tokens (others get 0).
+pub fn probabilities(row: &[f32], mask: Option<&SimpleVob>, temperature: f32) -> Vec<f32> {
+    let max = row
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| allowed(mask, *i))
+        .map(|(_, v)| *v)
+        .fold(f32::NEG_INFINITY, f32::max);
+    let mut p: Vec<f32> = row
+        .iter()
+        .enumerate()
+        .map(|(i, v)| if allowed(mask, i) { ((v - max) / temperature).exp() } else { 0.0 })
+        .collect();
+    let sum: f32 = p.iter().sum();
+    if sum > 0.0 {
+        p.iter_mut().for_each(|v| *v /= sum);
+    }
+    p
+}
+
+/// Draws from an unnormalised distribution; `None` when it is all zeros.
+pub fn sample(weights: &[f32], rng: &mut impl Rng) -> Option<u32> {
+    let total: f32 = weights.iter().sum();
+    if total <= 0.0 || !total.is_finite() {
+        return None;
+    }
+    let mut x = rng.random::<f32>() * total;
+    let mut last = None;
+    for (i, &w) in weights.iter().enumerate() {
+        if w > 0.0 {
+            if x < w {
+                return Some(i as u32);
+            }
+            x -= w;
+            last = Some(i as u32);
+        }
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cheapest_way_of_drafting_wins_and_losers_are_probed_less_and_less() {
+        let controls = [
+            drafting::SourceControl::new(32, 4, 8),
+            drafting::SourceControl::new(32, 4, 8),
+            drafting::SourceControl::new(32, 4, 8),
+        ];
+        let all = [Choice::Grammar, Choice::Lookup, Choice::Model];
+        let mut costs = Costs::default();
+        // Each option is tried once first.
+        for expected in all {
+            let c = costs.choose(&all, &controls);
+            assert_eq!(c, expected);
+            let secs = match c { Choice::Grammar => 0.030, Choice::Lookup => 0.020, Choice::Model => 0.060 };
+            costs.record(c, secs, 1);
+        }
+        // Then the cheapest, until a loser is due for a probe; a probe that still loses
+        // doubles the wait before the next one.
+        let mut model_probes = Vec::new();
+        for step in 0..200 {
+            let c = costs.choose(&all, &controls);
+            let secs = match c { Choice::Grammar => 0.030, Choice::Lookup => 0.020, Choice::Model => 0.060 };
+            if c == Choice::Model {
+                model_probes.push(step);
+            }
+            costs.record(c, secs, 1);
+        }
+        assert!(model_probes.len() >= 2, "{model_probes:?}");
+        let gaps: Vec<usize> = model_probes.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.windows(2).all(|g| g[1] > g[0]), "probes back off: {gaps:?}");
+        // A choice that becomes cheapest takes over (the average follows within a few steps).
+        for _ in 0..5 {
+            costs.record(Choice::Model, 0.005, 1);
+        }
+        assert_eq!(costs.choose(&all, &controls), Choice::Model);
+        // Only the options offered are chosen.
+        assert_eq!(costs.choose(&[Choice::Grammar], &controls), Choice::Grammar);
+    }
+}

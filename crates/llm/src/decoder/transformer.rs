@@ -1,0 +1,414 @@
+//! A Qwen2 / Llama decoder-only transformer over GGUF weights, in plain Rust loops around the
+//! weight-stationary matmul, with a KV cache that can be cut back.
+//!
+//! Every token's computation (norms, attention over its own prefix, dot products) is the same
+//! whether it runs alone or in a batch: logits do not depend on batching, so verifying drafted
+//! tokens together gives exactly the logits plain decoding would.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use candle_core::quantized::gguf_file::{Content, Value};
+use rayon::prelude::*;
+
+use super::weights::{self, Matrix};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub architecture: String,
+    pub layers: usize,
+    pub hidden: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab: usize,
+    pub context: usize,
+    pub rope_base: f32,
+    /// Rotate the two halves of each head (NeoX / Qwen2) rather than neighbouring pairs
+    /// (Llama GGUFs, whose q/k rows were permuted for interleaved rotation).
+    pub rope_halves: bool,
+    pub norm_eps: f32,
+}
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    q: Matrix,
+    k: Matrix,
+    v: Matrix,
+    q_bias: Option<Vec<f32>>,
+    k_bias: Option<Vec<f32>>,
+    v_bias: Option<Vec<f32>>,
+    o: Matrix,
+    ffn_norm: Vec<f32>,
+    gate: Matrix,
+    up: Matrix,
+    down: Matrix,
+}
+
+pub struct Transformer {
+    pub config: Config,
+    embedding: Matrix,
+    layers: Vec<Layer>,
+    final_norm: Vec<f32>,
+    /// `None` when the output projection is tied to the embedding.
+    output: Option<Matrix>,
+    inv_freq: Vec<f32>,
+    bytes: usize,
+}
+
+/// Keys and values of the tokens seen so far, one preallocated buffer per layer laid out
+/// `[kv_head][position][head_dim]`. Cutting back (rejected draft tokens) only lowers `len`:
+/// nothing is freed or reallocated.
+#[derive(Clone)]
+pub struct KvCache {
+    keys: Vec<Vec<f32>>,
+    values: Vec<Vec<f32>>,
+    capacity: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    len: usize,
+}
+
+impl KvCache {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Forgets every position from `len` on.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    pub fn bytes(&self) -> usize {
+        (self.keys.len() + self.values.len()) * self.capacity * self.kv_heads * self.head_dim * 4
+    }
+
+    fn slot(&self, head: usize, position: usize) -> usize {
+        (head * self.capacity + position) * self.head_dim
+    }
+}
+
+fn metadata<'a>(content: &'a Content, key: &str) -> Result<&'a Value> {
+    content.metadata.get(key).with_context(|| format!("the model file has no {key}"))
+}
+
+fn metadata_usize(content: &Content, key: &str) -> Result<usize> {
+    let value = metadata(content, key)?;
+    Ok(value.to_u32().map(|v| v as usize).or_else(|_| value.to_u64().map(|v| v as usize))?)
+}
+
+impl Transformer {
+    pub fn load(path: &Path) -> Result<Transformer> {
+        let file = File::open(path).with_context(|| format!("cannot open the model {}", path.display()))?;
+        let mut reader = BufReader::new(file);
+        let content = Content::read(&mut reader)
+            .with_context(|| format!("{} is not a readable GGUF model", path.display()))?;
+        let architecture = metadata(&content, "general.architecture")?.to_string()?.clone();
+        let rope_halves = match architecture.as_str() {
+            "qwen2" => true,
+            "llama" => false,
+            other => bail!("Quire's decoder runs qwen2 and llama models; {} is {other}", path.display()),
+        };
+        let key = |name: &str| format!("{architecture}.{name}");
+        let hidden = metadata_usize(&content, &key("embedding_length"))?;
+        let heads = metadata_usize(&content, &key("attention.head_count"))?;
+        let kv_heads = metadata_usize(&content, &key("attention.head_count_kv")).unwrap_or(heads);
+        let rope_base = content
+            .metadata
+            .get(&key("rope.freq_base"))
+            .and_then(|v| v.to_f32().ok())
+            .unwrap_or(10_000.0);
+        let norm_eps = metadata(&content, &key("attention.layer_norm_rms_epsilon"))?.to_f32()?;
+        let layers_count = metadata_usize(&content, &key("block_count"))?;
+        let context = metadata_usize(&content, &key("context_length")).unwrap_or(4096);
+        let head_dim = hidden / heads;
+
+        let mut bytes = 0;
+        let mut matrix = |name: &str, reader: &mut BufReader<File>| -> Result<Matrix> {
+            let m = weights::load(&content, reader, name)?;
+            bytes += m.bytes();
+            Ok(m)
+        };
+        let embedding = matrix("token_embd.weight", &mut reader)?;
+        let output = if content.tensor_infos.contains_key("output.weight") {
+            Some(matrix("output.weight", &mut reader)?)
+        } else {
+            None
+        };
+        let mut layers = Vec::with_capacity(layers_count);
+        for i in 0..layers_count {
+            let name = |n: &str| format!("blk.{i}.{n}");
+            let bias = |n: &str, reader: &mut BufReader<File>| -> Result<Option<Vec<f32>>> {
+                let n = name(n);
+                if content.tensor_infos.contains_key(&n) {
+                    Ok(Some(weights::load_vector(&content, reader, &n)?))
+                } else {
+                    Ok(None)
+                }
+            };
+            let q_bias = bias("attn_q.bias", &mut reader)?;
+            let k_bias = bias("attn_k.bias", &mut reader)?;
+            let v_bias = bias("attn_v.bias", &mut reader)?;
+            layers.push(Layer {
+                attn_norm: weights::load_vector(&content, &mut reader, &name("attn_norm.weight"))?,
+                q: matrix(&name("attn_q.weight"), &mut reader)?,
+                k: matrix(&name("attn_k.weight"), &mut reader)?,
+                v: matrix(&name("attn_v.weight"), &mut reader)?,
+                q_bias,
+                k_bias,
+                v_bias,
+                o: matrix(&name("attn_output.weight"), &mut reader)?,
+                ffn_norm: weights::load_vector(&content, &mut reader, &name("ffn_norm.weight"))?,
+                gate: matrix(&name("ffn_gate.weight"), &mut reader)?,
+                up: matrix(&name("ffn_up.weight"), &mut reader)?,
+                down: matrix(&name("ffn_down.weight"), &mut reader)?,
+            });
+        }
+        let final_norm = weights::load_vector(&content, &mut reader, "output_norm.weight")?;
+        let vocab = output.as_ref().unwrap_or(&embedding).rows;
+        let inv_freq = (0..head_dim / 2)
+            .map(|i| 1.0 / rope_base.powf(2.0 * i as f32 / head_dim as f32))
+            .collect();
+        let config = Config {
+            architecture,
+            layers: layers_count,
+            hidden,
+            heads,
+            kv_heads,
+            head_dim,
+            vocab,
+            context,
+            rope_base,
+            rope_halves,
+            norm_eps,
+        };
+        Ok(Transformer { config, embedding, layers, final_norm, output, inv_freq, bytes })
+    }
+
+    /// Bytes of weights held in memory.
+    pub fn weight_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn new_cache(&self, capacity: usize) -> KvCache {
+        let c = &self.config;
+        let size = c.kv_heads * capacity * c.head_dim;
+        KvCache {
+            keys: (0..c.layers).map(|_| vec![0f32; size]).collect(),
+            values: (0..c.layers).map(|_| vec![0f32; size]).collect(),
+            capacity,
+            kv_heads: c.kv_heads,
+            head_dim: c.head_dim,
+            len: 0,
+        }
+    }
+
+    /// Runs `tokens` at the positions after the cache's, appends their keys and values, and
+    /// returns the logits of the tokens from index `logits_from` on (`vocab` floats each).
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, logits_from: usize) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let m = tokens.len();
+        let start = cache.len;
+        if start + m > cache.capacity {
+            bail!("the conversation needs {} tokens; this model's cache holds {}", start + m, cache.capacity);
+        }
+        let (hidden, hd) = (c.hidden, c.head_dim);
+        let q_dim = c.heads * hd;
+        let kv_dim = c.kv_heads * hd;
+
+        let mut x = vec![0f32; m * hidden];
+        for (t, &token) in tokens.iter().enumerate() {
+            if token as usize >= self.embedding.rows {
+                bail!("token {token} is outside the model's vocabulary");
+            }
+            self.embedding.row(token as usize, &mut x[t * hidden..(t + 1) * hidden]);
+        }
+        let (cos, sin) = self.rope_tables(start, m);
+
+        let mut normed = vec![0f32; m * hidden];
+        let mut q = vec![0f32; m * q_dim];
+        let mut k = vec![0f32; m * kv_dim];
+        let mut v = vec![0f32; m * kv_dim];
+        let mut attn = vec![0f32; m * q_dim];
+        let mut proj = vec![0f32; m * hidden];
+        let ffn = self.layers.first().map(|l| l.gate.rows).unwrap_or(0);
+        let mut gate = vec![0f32; m * ffn];
+        let mut up = vec![0f32; m * ffn];
+
+        for (li, layer) in self.layers.iter().enumerate() {
+            rms_norm(&x, &layer.attn_norm, c.norm_eps, &mut normed);
+            layer.q.matmul(&normed, m, &mut q);
+            layer.k.matmul(&normed, m, &mut k);
+            layer.v.matmul(&normed, m, &mut v);
+            add_bias(&mut q, layer.q_bias.as_deref());
+            add_bias(&mut k, layer.k_bias.as_deref());
+            add_bias(&mut v, layer.v_bias.as_deref());
+            for t in 0..m {
+                let (ct, st) = (&cos[t * hd / 2..(t + 1) * hd / 2], &sin[t * hd / 2..(t + 1) * hd / 2]);
+                for head in q[t * q_dim..(t + 1) * q_dim].chunks_mut(hd) {
+                    rotate(head, ct, st, c.rope_halves);
+                }
+                for head in k[t * kv_dim..(t + 1) * kv_dim].chunks_mut(hd) {
+                    rotate(head, ct, st, c.rope_halves);
+                }
+            }
+            // Append this batch's keys and values at their positions.
+            for t in 0..m {
+                for h in 0..c.kv_heads {
+                    let slot = cache.slot(h, start + t);
+                    let src = (t * c.kv_heads + h) * hd;
+                    cache.keys[li][slot..slot + hd].copy_from_slice(&k[src..src + hd]);
+                    cache.values[li][slot..slot + hd].copy_from_slice(&v[src..src + hd]);
+                }
+            }
+            self.attention(&q, cache, li, start, &mut attn);
+            layer.o.matmul(&attn, m, &mut proj);
+            for (xi, pi) in x.iter_mut().zip(&proj) {
+                *xi += pi;
+            }
+
+            rms_norm(&x, &layer.ffn_norm, c.norm_eps, &mut normed);
+            layer.gate.matmul(&normed, m, &mut gate);
+            layer.up.matmul(&normed, m, &mut up);
+            for (g, u) in gate.iter_mut().zip(&up) {
+                *g = *g / (1.0 + (-*g).exp()) * u;
+            }
+            layer.down.matmul(&gate, m, &mut proj);
+            for (xi, pi) in x.iter_mut().zip(&proj) {
+                *xi += pi;
+            }
+        }
+        cache.len = start + m;
+
+        let wanted = m.saturating_sub(logits_from);
+        if wanted == 0 {
+            return Ok(Vec::new());
+        }
+        let mut last = vec![0f32; wanted * hidden];
+        rms_norm(&x[logits_from * hidden..], &self.final_norm, c.norm_eps, &mut last);
+        let mut logits = vec![0f32; wanted * c.vocab];
+        self.output.as_ref().unwrap_or(&self.embedding).matmul(&last, wanted, &mut logits);
+        Ok(logits)
+    }
+
+    fn rope_tables(&self, start: usize, m: usize) -> (Vec<f32>, Vec<f32>) {
+        let half = self.config.head_dim / 2;
+        let mut cos = Vec::with_capacity(m * half);
+        let mut sin = Vec::with_capacity(m * half);
+        for t in 0..m {
+            let position = (start + t) as f32;
+            for &f in &self.inv_freq {
+                let angle = position * f;
+                cos.push(angle.cos());
+                sin.push(angle.sin());
+            }
+        }
+        (cos, sin)
+    }
+
+    /// Causal attention of the batch's queries over the cache. One task per (token, KV head)
+    /// serves all the query heads that share that KV head, so each cached key and value is
+    /// read once for the group rather than once per query head.
+    fn attention(&self, q: &[f32], cache: &KvCache, layer: usize, start: usize, out: &mut [f32]) {
+        let c = &self.config;
+        let hd = c.head_dim;
+        let group = c.heads / c.kv_heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let keys = &cache.keys[layer];
+        let values = &cache.values[layer];
+        out.par_chunks_mut(group * hd).enumerate().for_each(|(i, o)| {
+            let (t, kv) = (i / c.kv_heads, i % c.kv_heads);
+            let first_head = kv * group;
+            let queries = &q[(t * c.heads + first_head) * hd..(t * c.heads + first_head + group) * hd];
+            let seen = start + t + 1;
+            // scores[h][p] for the group's heads h.
+            let mut scores = vec![0f32; group * seen];
+            for p in 0..seen {
+                let slot = cache.slot(kv, p);
+                let key = &keys[slot..slot + hd];
+                for h in 0..group {
+                    scores[h * seen + p] = dot(&queries[h * hd..(h + 1) * hd], key) * scale;
+                }
+            }
+            for row in scores.chunks_mut(seen) {
+                let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                let mut sum = 0f32;
+                for s in row.iter_mut() {
+                    *s = (*s - max).exp();
+                    sum += *s;
+                }
+                for s in row.iter_mut() {
+                    *s /= sum;
+                }
+            }
+            o.fill(0.0);
+            for p in 0..seen {
+                let slot = cache.slot(kv, p);
+                let value = &values[slot..slot + hd];
+                for h in 0..group {
+                    let w = scores[h * seen + p];
+                    for (oi, vi) in o[h * hd..(h + 1) * hd].iter_mut().zip(value) {
+                        *oi += w * vi;
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Eight partial sums: vectorises, and the order is fixed, so results are reproducible.
+    let mut acc = [0f32; 8];
+    let chunks = a.len() / 8;
+    for i in 0..chunks {
+        for j in 0..8 {
+            acc[j] += a[i * 8 + j] * b[i * 8 + j];
+        }
+    }
+    let mut sum: f32 = acc.iter().sum();
+    for i in chunks * 8..a.len() {
+        sum += a[i] * b[i];
+    }
+    sum
+}
+
+fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let n = weight.len();
+    for (row, o) in x.chunks(n).zip(out.chunks_mut(n)) {
+        let mean = row.iter().map(|v| v * v).sum::<f32>() / n as f32;
+        let scale = 1.0 / (mean + eps).sqrt();
+        for ((oi, xi), wi) in o.iter_mut().zip(row).zip(weight) {
+            *oi = xi * scale * wi;
+        }
+    }
+}
+
+fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {
+    if let Some(bias) = bias {
+        for row in x.chunks_mut(bias.len()) {
+            for (xi, bi) in row.iter_mut().zip(bias) {
+                *xi += bi;
+            }
+        }
+    }
+}
+
+fn rotate(head: &mut [f32], cos: &[f32], sin: &[f32], halves: bool) {
+    let half = head.len() / 2;
+    for i in 0..half {
+        let (a, b) = if halves { (i, i + half) } else { (2 * i, 2 * i + 1) };
+        let (x0, x1) = (head[a], head[b]);
+        head[a] = x0 * cos[i] - x1 * sin[i];
+        head[b] = x0 * sin[i] + x1 * cos[i];
+    }
+}

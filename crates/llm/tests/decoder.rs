@@ -1,0 +1,191 @@
+//! Quire's own decoder on the real tiny model (SmolLM2-135M): it answers sensibly, its cache
+//! cuts back exactly, speculative greedy output equals plain output, grammar-held output
+//! parses, and speculative sampling keeps the target's distribution.
+
+use std::collections::HashMap;
+
+use quire_llm::decoder::{Decoder, Speculation, Transformer};
+use quire_llm::GenerationRequest;
+
+fn tiny() -> std::path::PathBuf {
+    quire_testkit::model(&quire_models::SMOLLM2)
+}
+
+fn request(user: &str, max_tokens: usize) -> GenerationRequest {
+    GenerationRequest {
+        system: "You are a helpful assistant.".into(),
+        user: user.into(),
+        schema: None,
+        max_tokens,
+        temperature: None,
+    }
+}
+
+#[test]
+fn the_tiny_model_answers_a_plain_question() {
+    let decoder = Decoder::load(&tiny(), None).unwrap();
+    let out = decoder
+        .generate(&request("What is the capital of France? Answer in one word.", 12), &Speculation::off(), 0, |_| {}, || false)
+        .unwrap();
+    assert!(out.generation.text.contains("Paris"), "{:?}", out.generation.text);
+    assert!(out.generation.stats.prompt_tokens > 10);
+}
+
+#[test]
+fn cutting_the_cache_back_gives_the_logits_of_a_fresh_run() {
+    let model = Transformer::load(&tiny()).unwrap();
+    let tokens: Vec<u32> = (100..140).collect();
+    let mut fresh = model.new_cache(64);
+    let expected = model.forward(&tokens, &mut fresh, 39).unwrap();
+
+    let mut cache = model.new_cache(64);
+    model.forward(&tokens[..30], &mut cache, usize::MAX).unwrap();
+    // Rejected drafts: run five wrong tokens, then cut them off.
+    model.forward(&[7, 7, 7, 7, 7], &mut cache, 0).unwrap();
+    cache.truncate(30);
+    assert_eq!(cache.len(), 30);
+    // The rest in one batch: the last token's logits equal the fresh single run bit for bit.
+    let again = model.forward(&tokens[30..], &mut cache, 9).unwrap();
+    assert_eq!(again, expected);
+    // And one token at a time gives the same again.
+    cache.truncate(39);
+    let single = model.forward(&tokens[39..], &mut cache, 0).unwrap();
+    assert_eq!(single, expected);
+}
+
+#[test]
+fn speculative_greedy_output_equals_plain_output_with_and_without_a_grammar() {
+    // The tiny model drafts for itself here (same tokenizer, as a draft must); the point is
+    // the mechanics: drafts from all three sources, rejections, cache cut-backs.
+    let decoder = Decoder::load(&tiny(), Some(&tiny())).unwrap();
+    let schema = serde_json::json!({
+        "x-guidance": { "whitespace_flexible": false },
+        "type": "object",
+        "properties": {
+            "answer": { "type": "string", "maxLength": 200 },
+            "citations": { "type": "array", "maxItems": 2, "items": {
+                "type": "object",
+                "properties": {
+                    "quote": { "type": "string", "enum": ["The Rhine flows through Basel.", "Basel lies on the Rhine in Switzerland."] },
+                    "chunk": { "type": "integer", "const": 1 }
+                },
+                "required": ["quote", "chunk"], "additionalProperties": false
+            }}
+        },
+        "required": ["answer", "citations"], "additionalProperties": false
+    });
+    let prompts = [
+        ("Sources:\n[1] Basel lies on the Rhine in Switzerland. The Rhine flows through Basel.\n\nQuestion: Which river flows through Basel?", Some(schema.clone())),
+        ("List the days of the week, Monday to Sunday, separated by commas.", None),
+        ("Repeat this sentence twice: the quick brown fox jumps over the lazy dog.", None),
+    ];
+    let mut drafted = HashMap::new();
+    for (user, schema) in prompts {
+        let mut req = request(user, 120);
+        req.schema = schema.clone();
+        let speculation = Speculation { respect_thermal: false, ..Speculation::default() };
+        let runs = decoder.compare(&req, &[speculation], 0).unwrap();
+        let (plain, out) = (&runs[0], &runs[1]);
+        let stats = &out.speculation;
+        assert_eq!(out.tokens, plain.tokens, "{user}: {:?}\nvs plain {:?}", out.generation.text, plain.generation.text);
+        let steps = plain.speculation.verify_steps;
+        assert!(steps == plain.tokens.len() || steps == plain.tokens.len() + 1, "plain decoding runs one step per token");
+        assert!(stats.verify_steps < out.tokens.len(), "{user}: no step took more than one token ({stats:?})");
+        if schema.is_some() {
+            let value: serde_json::Value = serde_json::from_str(&out.generation.text).unwrap_or_else(|e| panic!("{e}: {}", out.generation.text));
+            assert!(value["citations"].as_array().is_some());
+        }
+        for source in quire_llm::decoder::SOURCES {
+            *drafted.entry(source).or_insert(0) += stats.source(source).proposed;
+        }
+    }
+    for source in quire_llm::decoder::SOURCES {
+        assert!(drafted[&source] > 0, "no drafts from {source:?}: {drafted:?}");
+    }
+}
+
+/// Two-sample chi-square test of homogeneity; categories with fewer than 10 expected
+/// observations are pooled. Returns (statistic, degrees of freedom).
+fn chi_square(a: &HashMap<Vec<u32>, usize>, b: &HashMap<Vec<u32>, usize>) -> (f64, usize) {
+    let (na, nb) = (a.values().sum::<usize>() as f64, b.values().sum::<usize>() as f64);
+    let mut keys: Vec<&Vec<u32>> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut cells: Vec<(f64, f64)> = Vec::new();
+    let mut pooled = (0.0, 0.0);
+    for k in keys {
+        let (x, y) = (*a.get(k).unwrap_or(&0) as f64, *b.get(k).unwrap_or(&0) as f64);
+        if (x + y) * na.min(nb) / (na + nb) < 10.0 {
+            pooled.0 += x;
+            pooled.1 += y;
+        } else {
+            cells.push((x, y));
+        }
+    }
+    if pooled.0 + pooled.1 > 0.0 {
+        cells.push(pooled);
+    }
+    let mut stat = 0.0;
+    for (x, y) in &cells {
+        let total = x + y;
+        let (ea, eb) = (total * na / (na + nb), total * nb / (na + nb));
+        stat += (x - ea).powi(2) / ea + (y - eb).powi(2) / eb;
+    }
+    (stat, cells.len().saturating_sub(1))
+}
+
+/// The chi-square distribution's 99th percentile (Wilson–Hilferty).
+fn chi_square_99(df: usize) -> f64 {
+    let k = df as f64;
+    let z = 2.326_348;
+    k * (1.0 - 2.0 / (9.0 * k) + z * (2.0 / (9.0 * k)).sqrt()).powi(3)
+}
+
+#[test]
+fn speculative_sampling_keeps_the_targets_distribution() {
+    // The draft samples hotter than the target, so its proposals differ in distribution from
+    // the target's and the rejection rule has work to do.
+    let decoder = Decoder::load(&tiny(), Some(&tiny())).unwrap();
+    // Two tokens: the first comes from the prompt's logits, the second is drafted (by the draft
+    // model, the lookup or nobody) and verified, so its distribution is what the rule must keep.
+    let mut req = request("Name one colour of the rainbow.", 2);
+    req.system = "Answer in one word.".into();
+    req.temperature = Some(0.8);
+    let speculation = Speculation {
+        draft_temperature: Some(1.6),
+        min_draft_probability: 0.0,
+        respect_thermal: false,
+        // Draft at every step, whatever it costs: the rule is what is tested.
+        choose_by_cost: false,
+        lookup_drafts: false,
+        ..Speculation::default()
+    };
+    let (mut plain, mut spec) = (HashMap::new(), HashMap::new());
+    let mut model_rejections = 0;
+    for i in 0..600u64 {
+        // Plain and speculative draws of one prompt cache, independent seeds (2i, 2i + 1).
+        let runs = decoder.compare(&req, std::slice::from_ref(&speculation), 2 * i).unwrap();
+        *plain.entry(runs[0].tokens.clone()).or_insert(0usize) += 1;
+        let s = &runs[1];
+        model_rejections += s.speculation.model.proposed - s.speculation.model.accepted;
+        *spec.entry(s.tokens.clone()).or_insert(0usize) += 1;
+    }
+    assert!(model_rejections > 20, "the rejection rule was hardly exercised ({model_rejections})");
+    let (stat, df) = chi_square(&plain, &spec);
+    assert!(df >= 3, "too few distinct outputs to compare: {plain:?}");
+    assert!(stat < chi_square_99(df), "chi-square {stat:.1} ≥ {:.1} (df {df}): distributions differ", chi_square_99(df));
+    eprintln!("chi-square {stat:.2} < {:.2} (df {df}); model drafts rejected {model_rejections} times", chi_square_99(df));
+}
+
+#[test]
+fn the_chi_square_check_itself_rejects_different_distributions() {
+    let a: HashMap<Vec<u32>, usize> = [(vec![1], 300), (vec![2], 200), (vec![3], 100)].into();
+    let b: HashMap<Vec<u32>, usize> = [(vec![1], 200), (vec![2], 200), (vec![3], 200)].into();
+    let (stat, df) = chi_square(&a, &b);
+    assert_eq!(df, 2);
+    assert!(stat > chi_square_99(df));
+    let (same, _) = chi_square(&a, &a);
+    assert!(same < 1e-9);
+    // Wilson–Hilferty against table values: χ²(0.99; 2) = 9.21, χ²(0.99; 10) = 23.21.
+    assert!((chi_square_99(2) - 9.21).abs() < 0.15 && (chi_square_99(10) - 23.21).abs() < 0.1);
+}
