@@ -7,7 +7,6 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
-use candle_core::quantized::GgmlDType;
 use serde::Serialize;
 use ts_rs::TS;
 
@@ -73,21 +72,16 @@ impl ModelFootprint {
             let dtype = info.ggml_dtype;
             Some((info.shape.elem_count() / dtype.block_size() * dtype.type_size()) as u64)
         };
-        let quantized: u64 = content.tensor_infos.keys().filter_map(|n| tensor_bytes(n)).sum();
         let own_decoder = cfg!(not(feature = "metal")) && crate::OWN_DECODER_ARCHITECTURES.contains(&arch.as_str());
         let (weights_bytes, kv_element_bytes) = if own_decoder {
             let as_loaded: u64 = content
                 .tensor_infos
-                .values()
-                .map(|info| {
-                    let dims = info.shape.dims();
-                    let widened = matches!(info.ggml_dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::F16)
-                        && dims.len() == 2
-                        && dims[1] % 32 == 0;
-                    if widened {
-                        (info.shape.elem_count() / 32 * 34) as u64
+                .iter()
+                .filter_map(|(name, info)| {
+                    if crate::decoder::widened_to_q8_0(info.ggml_dtype, info.shape.dims()) {
+                        Some((info.shape.elem_count() / 32 * 34) as u64)
                     } else {
-                        (info.shape.elem_count() / info.ggml_dtype.block_size() * info.ggml_dtype.type_size()) as u64
+                        tensor_bytes(name)
                     }
                 })
                 .sum();
@@ -97,6 +91,7 @@ impl ModelFootprint {
             };
             (as_loaded + vocabulary * OWN_BYTES_PER_VOCABULARY_TOKEN, OWN_KV_ELEMENT_BYTES)
         } else {
+            let quantized: u64 = content.tensor_infos.keys().filter_map(|n| tensor_bytes(n)).sum();
             let embedding_f32 = content
                 .tensor_infos
                 .get("token_embd.weight")

@@ -107,13 +107,6 @@ impl Llm {
         }
     }
 
-    /// Changes how the own decoder speculates (ignored on mistral.rs).
-    pub fn set_speculation(&mut self, speculation: decoder::Speculation) {
-        if let Backend::Own { speculation: s, .. } = &mut self.backend {
-            *s = speculation;
-        }
-    }
-
     pub fn decoder(&self) -> Option<&decoder::Decoder> {
         match &self.backend {
             Backend::Own { decoder, .. } => Some(decoder),

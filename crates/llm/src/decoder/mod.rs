@@ -34,6 +34,7 @@ mod weights;
 pub use drafting::{lookup, DraftSource, SOURCES};
 pub use text::ChatText;
 pub use transformer::{Config, KvCache, Transformer};
+pub(crate) use weights::widened_to_q8_0;
 
 /// How (and whether) to speculate.
 #[derive(Debug, Clone)]
@@ -183,13 +184,16 @@ struct Run {
 }
 
 impl Decoder {
-    /// Loads the target (and the draft, which must share its tokenizer) from GGUF files.
+    /// Loads the target (and the draft, which must share its tokenizer) from GGUF files, each
+    /// header read once.
     pub fn load(target: &Path, draft: Option<&Path>) -> Result<Decoder> {
-        let text = ChatText::load(target)?;
-        let target_model = Transformer::load(target)?;
+        let (content, mut reader) = transformer::open_gguf(target)?;
+        let text = ChatText::from_gguf(target, &content)?;
+        let target_model = Transformer::from_gguf(target, &content, &mut reader)?;
         let draft_model = match draft {
             Some(path) => {
-                let draft_text = ChatText::load(path)?;
+                let (content, mut reader) = transformer::open_gguf(path)?;
+                let draft_text = ChatText::from_gguf(path, &content)?;
                 if draft_text.tokenizer.get_vocab(true) != text.tokenizer.get_vocab(true) {
                     bail!(
                         "the draft model {} does not share the tokenizer of {}; pick a draft of the same family",
@@ -197,7 +201,7 @@ impl Decoder {
                         target.display()
                     );
                 }
-                Some(Transformer::load(path)?)
+                Some(Transformer::from_gguf(path, &content, &mut reader)?)
             }
             None => None,
         };
@@ -222,11 +226,6 @@ impl Decoder {
 
     pub fn text(&self) -> &ChatText {
         &self.text
-    }
-
-    /// Bytes of weights in memory: target, draft.
-    pub fn weight_bytes(&self) -> (usize, Option<usize>) {
-        (self.target.weight_bytes(), self.draft.as_ref().map(Transformer::weight_bytes))
     }
 
     /// Decodes a reply to `request`, calling `on_text` with each new piece of text; `stop`
@@ -641,10 +640,10 @@ impl Decoder {
             };
             let row = &logits[..vocab];
             let p = probabilities(row, mask.as_ref(), temperature.unwrap_or(1.0));
-            let (token, q) = match temperature {
-                None => (argmax(row, mask.as_ref()), None),
+            let token = match temperature {
+                None => argmax(row, mask.as_ref()),
                 Some(_) => match sample(&p, &mut run.rng) {
-                    Some(t) => (t, None),
+                    Some(t) => t,
                     None => break,
                 },
             };
@@ -652,7 +651,8 @@ impl Decoder {
             if top < speculation.min_draft_probability || run.stop_tokens.contains(&token) {
                 break;
             }
-            let q = if temperature.is_some() { Some(pad(p, self.target.config.vocab)) } else { q };
+            // Sampled drafts keep their distribution for the rejection rule.
+            let q = temperature.is_some().then(|| pad(p, self.target.config.vocab));
             if let Some(m) = run.matcher.as_mut() {
                 m.consume_token(token).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
                 consumed += 1;

@@ -2,8 +2,6 @@
 //! the grammar environment (llguidance) over that tokenizer.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -40,8 +38,12 @@ fn strings(content: &Content, key: &str) -> Result<Vec<String>> {
 
 impl ChatText {
     pub fn load(path: &Path) -> Result<ChatText> {
-        let mut reader = BufReader::new(File::open(path).with_context(|| format!("cannot open {}", path.display()))?);
-        let content = Content::read(&mut reader)?;
+        let (content, _) = super::transformer::open_gguf(path)?;
+        ChatText::from_gguf(path, &content)
+    }
+
+    /// The tokenizer and chat template from a GGUF header (`path` names the file in errors).
+    pub fn from_gguf(path: &Path, content: &Content) -> Result<ChatText> {
         let model = content.metadata.get("tokenizer.ggml.model").map(|v| v.to_string().cloned()).transpose()?;
         if model.as_deref() != Some("gpt2") {
             bail!(

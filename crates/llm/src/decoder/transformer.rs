@@ -55,7 +55,6 @@ pub struct Transformer {
     /// `None` when the output projection is tied to the embedding.
     output: Option<Matrix>,
     inv_freq: Vec<f32>,
-    bytes: usize,
 }
 
 /// Keys and values of the tokens seen so far, one preallocated buffer per layer laid out
@@ -66,7 +65,6 @@ pub struct KvCache {
     keys: Vec<Vec<f32>>,
     values: Vec<Vec<f32>>,
     capacity: usize,
-    kv_heads: usize,
     head_dim: usize,
     len: usize,
 }
@@ -89,10 +87,6 @@ impl KvCache {
         self.len = self.len.min(len);
     }
 
-    pub fn bytes(&self) -> usize {
-        (self.keys.len() + self.values.len()) * self.capacity * self.kv_heads * self.head_dim * 4
-    }
-
     fn slot(&self, head: usize, position: usize) -> usize {
         (head * self.capacity + position) * self.head_dim
     }
@@ -107,41 +101,47 @@ fn metadata_usize(content: &Content, key: &str) -> Result<usize> {
     Ok(value.to_u32().map(|v| v as usize).or_else(|_| value.to_u64().map(|v| v as usize))?)
 }
 
+/// A GGUF file's header (metadata, tensor directory) and a reader positioned anywhere in it:
+/// read once per file, then handed to the tokenizer and the transformer.
+pub fn open_gguf(path: &Path) -> Result<(Content, BufReader<File>)> {
+    let file = File::open(path).with_context(|| format!("cannot open the model {}", path.display()))?;
+    let mut reader = BufReader::new(file);
+    let content = Content::read(&mut reader).with_context(|| format!("{} is not a readable GGUF model", path.display()))?;
+    Ok((content, reader))
+}
+
 impl Transformer {
     pub fn load(path: &Path) -> Result<Transformer> {
-        let file = File::open(path).with_context(|| format!("cannot open the model {}", path.display()))?;
-        let mut reader = BufReader::new(file);
-        let content = Content::read(&mut reader)
-            .with_context(|| format!("{} is not a readable GGUF model", path.display()))?;
-        let architecture = metadata(&content, "general.architecture")?.to_string()?.clone();
+        let (content, mut reader) = open_gguf(path)?;
+        Transformer::from_gguf(path, &content, &mut reader)
+    }
+
+    /// Loads the weights `content` lists from `reader` (`path` names the file in errors).
+    pub fn from_gguf(path: &Path, content: &Content, reader: &mut BufReader<File>) -> Result<Transformer> {
+        let architecture = metadata(content, "general.architecture")?.to_string()?.clone();
         let rope_halves = match architecture.as_str() {
             "qwen2" => true,
             "llama" => false,
             other => bail!("Quire's decoder runs qwen2 and llama models; {} is {other}", path.display()),
         };
         let key = |name: &str| format!("{architecture}.{name}");
-        let hidden = metadata_usize(&content, &key("embedding_length"))?;
-        let heads = metadata_usize(&content, &key("attention.head_count"))?;
-        let kv_heads = metadata_usize(&content, &key("attention.head_count_kv")).unwrap_or(heads);
+        let hidden = metadata_usize(content, &key("embedding_length"))?;
+        let heads = metadata_usize(content, &key("attention.head_count"))?;
+        let kv_heads = metadata_usize(content, &key("attention.head_count_kv")).unwrap_or(heads);
         let rope_base = content
             .metadata
             .get(&key("rope.freq_base"))
             .and_then(|v| v.to_f32().ok())
             .unwrap_or(10_000.0);
-        let norm_eps = metadata(&content, &key("attention.layer_norm_rms_epsilon"))?.to_f32()?;
-        let layers_count = metadata_usize(&content, &key("block_count"))?;
-        let context = metadata_usize(&content, &key("context_length")).unwrap_or(4096);
+        let norm_eps = metadata(content, &key("attention.layer_norm_rms_epsilon"))?.to_f32()?;
+        let layers_count = metadata_usize(content, &key("block_count"))?;
+        let context = metadata_usize(content, &key("context_length")).unwrap_or(4096);
         let head_dim = hidden / heads;
 
-        let mut bytes = 0;
-        let mut matrix = |name: &str, reader: &mut BufReader<File>| -> Result<Matrix> {
-            let m = weights::load(&content, reader, name)?;
-            bytes += m.bytes();
-            Ok(m)
-        };
-        let embedding = matrix("token_embd.weight", &mut reader)?;
+        let matrix = |name: &str, reader: &mut BufReader<File>| weights::load(content, reader, name);
+        let embedding = matrix("token_embd.weight", reader)?;
         let output = if content.tensor_infos.contains_key("output.weight") {
-            Some(matrix("output.weight", &mut reader)?)
+            Some(matrix("output.weight", reader)?)
         } else {
             None
         };
@@ -151,30 +151,30 @@ impl Transformer {
             let bias = |n: &str, reader: &mut BufReader<File>| -> Result<Option<Vec<f32>>> {
                 let n = name(n);
                 if content.tensor_infos.contains_key(&n) {
-                    Ok(Some(weights::load_vector(&content, reader, &n)?))
+                    Ok(Some(weights::load_vector(content, reader, &n)?))
                 } else {
                     Ok(None)
                 }
             };
-            let q_bias = bias("attn_q.bias", &mut reader)?;
-            let k_bias = bias("attn_k.bias", &mut reader)?;
-            let v_bias = bias("attn_v.bias", &mut reader)?;
+            let q_bias = bias("attn_q.bias", reader)?;
+            let k_bias = bias("attn_k.bias", reader)?;
+            let v_bias = bias("attn_v.bias", reader)?;
             layers.push(Layer {
-                attn_norm: weights::load_vector(&content, &mut reader, &name("attn_norm.weight"))?,
-                q: matrix(&name("attn_q.weight"), &mut reader)?,
-                k: matrix(&name("attn_k.weight"), &mut reader)?,
-                v: matrix(&name("attn_v.weight"), &mut reader)?,
+                attn_norm: weights::load_vector(content, reader, &name("attn_norm.weight"))?,
+                q: matrix(&name("attn_q.weight"), reader)?,
+                k: matrix(&name("attn_k.weight"), reader)?,
+                v: matrix(&name("attn_v.weight"), reader)?,
                 q_bias,
                 k_bias,
                 v_bias,
-                o: matrix(&name("attn_output.weight"), &mut reader)?,
-                ffn_norm: weights::load_vector(&content, &mut reader, &name("ffn_norm.weight"))?,
-                gate: matrix(&name("ffn_gate.weight"), &mut reader)?,
-                up: matrix(&name("ffn_up.weight"), &mut reader)?,
-                down: matrix(&name("ffn_down.weight"), &mut reader)?,
+                o: matrix(&name("attn_output.weight"), reader)?,
+                ffn_norm: weights::load_vector(content, reader, &name("ffn_norm.weight"))?,
+                gate: matrix(&name("ffn_gate.weight"), reader)?,
+                up: matrix(&name("ffn_up.weight"), reader)?,
+                down: matrix(&name("ffn_down.weight"), reader)?,
             });
         }
-        let final_norm = weights::load_vector(&content, &mut reader, "output_norm.weight")?;
+        let final_norm = weights::load_vector(content, reader, "output_norm.weight")?;
         let vocab = output.as_ref().unwrap_or(&embedding).rows;
         let inv_freq = (0..head_dim / 2)
             .map(|i| 1.0 / rope_base.powf(2.0 * i as f32 / head_dim as f32))
@@ -192,12 +192,7 @@ impl Transformer {
             rope_halves,
             norm_eps,
         };
-        Ok(Transformer { config, embedding, layers, final_norm, output, inv_freq, bytes })
-    }
-
-    /// Bytes of weights held in memory.
-    pub fn weight_bytes(&self) -> usize {
-        self.bytes
+        Ok(Transformer { config, embedding, layers, final_norm, output, inv_freq })
     }
 
     pub fn new_cache(&self, capacity: usize) -> KvCache {
@@ -207,7 +202,6 @@ impl Transformer {
             keys: (0..c.layers).map(|_| vec![0f32; size]).collect(),
             values: (0..c.layers).map(|_| vec![0f32; size]).collect(),
             capacity,
-            kv_heads: c.kv_heads,
             head_dim: c.head_dim,
             len: 0,
         }

@@ -34,7 +34,6 @@ pub struct Matrix {
 trait Blocks: Send + Sync {
     fn matmul(&self, rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32]);
     fn row(&self, cols: usize, row: usize, out: &mut [f32]);
-    fn bytes(&self) -> usize;
 }
 
 struct Typed<T: RowDot>(Vec<T>);
@@ -103,10 +102,6 @@ impl<T: RowDot> Blocks for Typed<T> {
         let per_row = cols / T::BLCK_SIZE;
         T::to_float(&self.0[row * per_row..(row + 1) * per_row], out);
     }
-
-    fn bytes(&self) -> usize {
-        self.0.len() * std::mem::size_of::<T>()
-    }
 }
 
 impl Matrix {
@@ -121,26 +116,31 @@ impl Matrix {
     pub fn row(&self, row: usize, out: &mut [f32]) {
         self.data.row(self.cols, row, out);
     }
-
-    pub fn bytes(&self) -> usize {
-        self.data.bytes()
-    }
 }
 
-/// Reads a tensor stored in a format whose dot product has no SIMD kernel in candle (Q4_1,
-/// Q5_0, Q5_1, F16) and keeps it as Q8_0, which has one: 4-5× faster on AVX2, at 8 bits per
-/// weight against the file's 5-6 (the re-quantization error is far below the file's own).
-/// The draft model (Qwen2.5-0.5B is mostly Q5_0) and the tiny test model need this.
-fn read_as_q8_0<T: RowDot, R: Read + Seek>(
+/// Whether the decoder keeps a tensor as Q8_0 rather than as stored: matrices in a format whose
+/// dot product has no SIMD kernel in candle (Q4_1, Q5_0, Q5_1, F16). Q8_0 has one: 4-5× faster
+/// on AVX2, at 8 bits per weight against the file's 5-6 (the re-quantization error is far below
+/// the file's own). The draft model (Qwen2.5-0.5B is mostly Q5_0) and the tiny test model need
+/// this. `ModelFootprint` counts memory by the same rule.
+pub fn widened_to_q8_0(dtype: GgmlDType, dims: &[usize]) -> bool {
+    matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::F16)
+        && dims.len() == 2
+        && dims[1] % 32 == 0
+}
+
+/// Reads a tensor, widened to Q8_0 where `widened_to_q8_0` says so.
+fn read_maybe_widened<T: RowDot, R: Read + Seek>(
     reader: &mut R,
     offset: u64,
+    dims: &[usize],
     rows: usize,
     cols: usize,
 ) -> Result<Box<dyn Blocks>> {
-    if cols % 32 != 0 {
-        return read_blocks::<T, R>(reader, offset, rows * cols);
-    }
     let source = read_blocks::<T, R>(reader, offset, rows * cols)?;
+    if !widened_to_q8_0(T::DTYPE, dims) {
+        return Ok(source);
+    }
     let mut blocks = vec![BlockQ8_0::zeros(); rows * cols / 32];
     let mut row = vec![0f32; cols];
     for (r, out) in blocks.chunks_mut(cols / 32).enumerate() {
@@ -182,13 +182,12 @@ pub fn load<R: Read + Seek>(content: &Content, reader: &mut R, name: &str) -> Re
     let n = rows * cols;
     let data = match info.ggml_dtype {
         GgmlDType::F32 => read_blocks::<f32, _>(reader, offset, n)?,
-        // Vectors (norms, biases) stay as they are; matrices go where the fast kernels are.
-        GgmlDType::F16 if rows == 1 => read_blocks::<f16, _>(reader, offset, n)?,
-        GgmlDType::F16 => read_as_q8_0::<f16, _>(reader, offset, rows, cols)?,
+        // Matrices without a fast kernel go where there is one; vectors stay as they are.
+        GgmlDType::F16 => read_maybe_widened::<f16, _>(reader, offset, dims, rows, cols)?,
         GgmlDType::Q4_0 => read_blocks::<BlockQ4_0, _>(reader, offset, n)?,
-        GgmlDType::Q4_1 => read_as_q8_0::<BlockQ4_1, _>(reader, offset, rows, cols)?,
-        GgmlDType::Q5_0 => read_as_q8_0::<BlockQ5_0, _>(reader, offset, rows, cols)?,
-        GgmlDType::Q5_1 => read_as_q8_0::<BlockQ5_1, _>(reader, offset, rows, cols)?,
+        GgmlDType::Q4_1 => read_maybe_widened::<BlockQ4_1, _>(reader, offset, dims, rows, cols)?,
+        GgmlDType::Q5_0 => read_maybe_widened::<BlockQ5_0, _>(reader, offset, dims, rows, cols)?,
+        GgmlDType::Q5_1 => read_maybe_widened::<BlockQ5_1, _>(reader, offset, dims, rows, cols)?,
         GgmlDType::Q8_0 => read_blocks::<BlockQ8_0, _>(reader, offset, n)?,
         GgmlDType::Q2K => read_blocks::<BlockQ2K, _>(reader, offset, n)?,
         GgmlDType::Q3K => read_blocks::<BlockQ3K, _>(reader, offset, n)?,
