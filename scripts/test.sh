@@ -7,4 +7,6 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quire/target}"
 (cd ui && npm test && npm run build)
 # --show-output: the figures the end-to-end tests print (memory prediction, first token) land in the log.
-cargo test --release --workspace -- --show-output
+# Inside a keychain session: collections keep their keys in the OS keychain (a private GNOME
+# Keyring where the machine has none, as on CI).
+scripts/keyring-session.sh cargo test --release --workspace -- --show-output

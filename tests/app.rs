@@ -87,6 +87,12 @@ impl App {
     }
 
     fn start_with_models(settings: Value, models: &Path, env: &[(&str, &str)]) -> App {
+        App::start_traced(settings, models, env, None)
+    }
+
+    /// Starts the app; with `trace`, tauri-driver and everything it starts (WebKitWebDriver, the
+    /// app, WebKit's processes) run under strace, their network calls written to that file.
+    fn start_traced(settings: Value, models: &Path, env: &[(&str, &str)], trace: Option<&Path>) -> App {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("settings.json"), settings.to_string()).unwrap();
         let mut display_proc = None;
@@ -109,7 +115,15 @@ impl App {
             }
         };
         let (port, native) = (free_port(), free_port());
-        let driver = Killed::spawn(Command::new(tauri_driver())
+        let mut driver = match trace {
+            Some(file) => {
+                let mut c = Command::new("strace");
+                c.args(["-f", "-qq", "--seccomp-bpf", "-e", "trace=connect,sendto,sendmsg,sendmmsg", "-o"]).arg(file).arg(tauri_driver());
+                c
+            }
+            None => Command::new(tauri_driver()),
+        };
+        let driver = Killed::spawn(driver
             .args(["--port", &port.to_string(), "--native-port", &native.to_string()])
             .env("DISPLAY", &display)
             .env("QUIRE_HOME", home.path())
@@ -482,4 +496,98 @@ fn watched_folders_are_followed_while_the_app_runs() {
     std::fs::remove_file(folder.join("notify-README.md")).unwrap();
     app.wait_until("a deleted file leaving the library", Duration::from_secs(60), |a| (!library(a).contains("notify-README.md")).then_some(()));
     app.screenshot("10-watched-folder.png");
+}
+
+impl App {
+    /// Calls a command the way the UI does (Tauri's IPC from the page); `Ok(reply)` or
+    /// `Err(the error text)`.
+    fn invoke(&self, command: &str, args: Value) -> Result<Value, String> {
+        let v = self.js(
+            "return window.__TAURI_INTERNALS__.invoke(arguments[0], arguments[1]).then(v => ({ok: v === undefined ? null : v}), e => ({err: String(e)}));",
+            json!([command, args]),
+        );
+        match v.get("err") {
+            Some(e) => Err(e.as_str().unwrap_or_default().to_string()),
+            None => Ok(v["ok"].clone()),
+        }
+    }
+}
+
+/// What a page could try through the IPC, from a bug or injected script: commands it was not
+/// granted, malformed arguments, paths outside the collection, SQL in an id. Each is refused with
+/// an error and the app goes on. Then lock and unlock. The whole run is under strace: no
+/// connection leaves the machine (WebDriver's own loopback connections aside).
+#[test]
+fn the_ipc_refuses_what_the_ui_was_not_granted_and_nothing_leaves_the_machine() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    let docs = quire_testkit::copy_samples(&["markdown"]);
+    let trace_dir = tempfile::tempdir().unwrap();
+    let trace = trace_dir.path().join("network-calls");
+    let app = App::start_traced(smollm2_settings(), &quire_models::models_dir().unwrap(), &[], Some(&trace));
+    app.wait_ready();
+    let added = app.invoke("add_paths", json!({"paths": [docs.path()]})).expect("adding the documents");
+    assert_eq!(added["indexed"], 3, "{added}");
+    let status = app.invoke("app_status", json!({})).unwrap();
+    let documents = status["documents"].as_array().unwrap().len();
+
+    let refused = |command: &str, args: Value, expect: &str| {
+        let err = app.invoke(command, args.clone()).expect_err(&format!("{command} {args} must be refused"));
+        eprintln!("{command} {args} -> {err}");
+        assert!(err.to_lowercase().contains(&expect.to_lowercase()), "{command}: {err}");
+    };
+    // Not granted: plugins the app does not ship, and commands that do not exist.
+    refused("plugin:shell|execute", json!({"program": "sh", "args": ["-c", "id"]}), "");
+    refused("plugin:fs|read_text_file", json!({"path": "/etc/passwd"}), "");
+    refused("plugin:http|fetch", json!({"url": "https://example.com"}), "");
+    refused("no_such_command", json!({}), "");
+    // Malformed arguments: missing, of the wrong type, null.
+    refused("open_source", json!({}), "chunkId");
+    refused("open_source", json!({"chunkId": 42}), "invalid type");
+    refused("ask", json!({"question": null}), "");
+    refused("switch_collection", json!({"name": "../../etc"}), "not a collection name");
+    // Paths: "open source" names a passage, never a file; one outside the collection is unknown.
+    refused("open_source", json!({"chunkId": "../../../../etc/passwd:0"}), "no document in this collection");
+    refused("open_source", json!({"chunkId": "/etc/passwd"}), "no document in this collection");
+    refused("add_watched_folder", json!({"path": "/etc/passwd"}), "not a folder");
+    // A device file offered for indexing fails at once instead of being read forever.
+    let dev = app.invoke("add_paths", json!({"paths": ["/dev/zero"]})).unwrap();
+    assert!(dev["failed"][0]["reason"].as_str().unwrap_or("").contains("not a regular file"), "{dev}");
+    // SQL in a document id: matches nothing, removes nothing.
+    assert_eq!(app.invoke("remove_document", json!({"docId": "x' OR '1'='1"})).unwrap(), json!(false));
+    let status = app.invoke("app_status", json!({})).unwrap();
+    assert_eq!(status["documents"].as_array().unwrap().len(), documents, "nothing was removed");
+
+    // Lock: the collection closes and commands that need it say so; unlock brings it back.
+    let key = app.invoke("key_status", json!({})).unwrap();
+    assert_eq!(key["store"], "keychain", "{key}");
+    app.click("#lock-button");
+    app.wait_until("the lock screen", Duration::from_secs(20), |a| a.attr("#lock-screen", "hidden").is_none().then_some(()));
+    refused("history", json!({}), "locked");
+    refused("key_status", json!({}), "locked");
+    app.screenshot("10-locked.png");
+    app.click("#unlock-button");
+    app.wait_until("the unlocked library", Duration::from_secs(60), |a| {
+        (a.attr("#lock-screen", "hidden").is_some() && a.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64() == Some(documents as u64)).then_some(())
+    });
+    app.click("#settings-button");
+    let info = app.wait_until("the key information", Duration::from_secs(10), |a| {
+        let t = a.text("#key-info");
+        (!t.is_empty()).then_some(t)
+    });
+    assert!(info.contains(key["key_id"].as_str().unwrap()) && info.contains("keychain"), "{info}");
+    app.screenshot("11-settings-privacy.png");
+    app.click("#settings-dialog button[value=close]");
+    drop(app);
+
+    // Every connection tried was to this machine (WebDriver's loopback, D-Bus's local sockets).
+    let calls = std::fs::read_to_string(&trace).unwrap();
+    let outside: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.contains("AF_INET"))
+        .filter(|l| !l.contains("inet_addr(\"127.") && !l.contains("\"::1\"") && !l.contains("inet_pton(AF_INET6, \"::1\""))
+        .collect();
+    let local = calls.lines().filter(|l| l.contains("AF_INET")).count();
+    eprintln!("{local} loopback connection calls traced (WebDriver), {} to elsewhere", outside.len());
+    assert!(local > 0, "the trace saw the WebDriver connections, so it would see others");
+    assert!(outside.is_empty(), "connections off this machine: {outside:#?}");
 }

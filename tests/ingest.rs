@@ -44,19 +44,23 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Everything that identifies an index's content: its documents and its chunks.
+/// Everything that identifies an index's content: its documents and its chunks, by path and
+/// place, with the sha256 of each chunk's text. (Document ids and stored hashes are keyed
+/// fingerprints, different in every collection: they are checked within one, not compared.)
 #[derive(Debug, PartialEq)]
 struct Snapshot {
-    documents: BTreeMap<String, (String, String, u32, u32)>,
-    chunks: BTreeSet<ChunkKey>,
+    documents: BTreeMap<String, (String, u32, u32)>,
+    chunks: BTreeSet<(String, u32, String)>,
 }
 
 /// The index's content, checked: every stored document complete (the invariant that holds even
-/// right after a kill); once `settled` (a run finished), no duplicate and no orphan chunks either.
+/// right after a kill); once `settled` (a run finished), no duplicate and no orphan chunks either,
+/// and every chunk's stored hash the collection's fingerprint of its text.
 async fn snapshot(dir: &Path, settled: bool) -> Snapshot {
-    let kb = KnowledgeBase::open(dir, EMBEDDING_DIM).await.unwrap();
+    let (_, protection) = quire_engine::Vault::unlock(dir, &quire_engine::KeyAccess::from_env()).unwrap();
+    let kb = KnowledgeBase::open(dir, EMBEDDING_DIM, protection).await.unwrap();
     let docs = kb.documents().await.unwrap();
-    let keys = kb.chunk_keys().await.unwrap();
+    let keys: Vec<ChunkKey> = kb.chunk_keys().await.unwrap();
     if settled {
         let ids: BTreeSet<&str> = keys.iter().map(|k| k.chunk_id.as_str()).collect();
         assert_eq!(ids.len(), keys.len(), "duplicate chunk ids");
@@ -64,13 +68,19 @@ async fn snapshot(dir: &Path, settled: bool) -> Snapshot {
             assert!(docs.iter().any(|d| d.doc_id == k.doc_id), "orphan chunk {}", k.chunk_id);
         }
     }
+    let mut chunks = BTreeSet::new();
     for d in &docs {
         let n = keys.iter().filter(|k| k.doc_id == d.doc_id).count();
         assert_eq!(n, d.chunks as usize, "{} has {n} chunks stored, {} recorded", d.path, d.chunks);
+        assert_eq!(d.doc_id, kb.document_id(&d.path));
+        for c in kb.chunk_records_of(&d.doc_id).await.unwrap() {
+            assert_eq!(c.hash, kb.chunk_hash(&c.text), "{}:{} stored hash", d.path, c.seq);
+            chunks.insert((d.path.clone(), c.seq, quire_ingest::content_hash(c.text.as_bytes())));
+        }
     }
     Snapshot {
-        documents: docs.into_iter().map(|d| (d.path, (d.doc_id, d.content_hash, d.pages, d.chunks))).collect(),
-        chunks: keys.into_iter().collect(),
+        documents: docs.into_iter().map(|d| (d.path, (d.content_hash, d.pages, d.chunks))).collect(),
+        chunks,
     }
 }
 

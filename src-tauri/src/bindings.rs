@@ -18,15 +18,19 @@ mod tests {
         IngestSummary::export_all_to(dir).unwrap();
         SetModelsResult::export_all_to(dir).unwrap();
         crate::settings::Settings::export_all_to(dir).unwrap();
+        quire_engine::KeyInfo::export_all_to(dir).unwrap();
+        LocalApi::export_all_to(dir).unwrap();
         let events = format!(
             "// Generated from src-tauri/src/ipc.rs. Do not edit.\n\
              export const EVENT_INGEST = {:?};\n\
              export const EVENT_STATUS_CHANGED = {:?};\n\
              export const EVENT_FILES_DROPPED = {:?};\n\
+             export const EVENT_RESEAL = {:?};\n\
              export const COMMANDS = {:?} as const;\n",
             EVENT_INGEST,
             EVENT_STATUS_CHANGED,
             EVENT_FILES_DROPPED,
+            EVENT_RESEAL,
             crate::command_names::COMMANDS
         );
         std::fs::write(dir.join("events.ts"), events).unwrap();

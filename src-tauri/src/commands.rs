@@ -7,14 +7,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Emitter, Manager, State};
 
-use quire_engine::history::{Exchange, History};
+use quire_engine::history::Exchange;
 use quire_engine::memory::{self, MemoryReading};
 use quire_engine::{Answer, Cancelled, Event, FileOutcome, MemoryBudget};
 use quire_engine::ModelFootprint;
 
 use crate::ipc::*;
 use crate::settings::Settings;
-use crate::state::{cancel_job, start_job, AppState, EngineSlot};
+use crate::state::{cancel_job, start_job, AppState, EngineSlot, Lock};
 
 type Reply<T> = Result<T, String>;
 
@@ -55,6 +55,14 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
     let (engine_state, documents, loaded) = match &*state.engine.read().await {
         EngineSlot::Opening => (EngineState::Opening, Vec::new(), false),
         EngineSlot::Failed(reason) => (EngineState::Failed { reason: reason.clone() }, Vec::new(), false),
+        EngineSlot::Locked(lock) => {
+            let (reason, needs_passphrase, key_missing) = match lock {
+                Lock::ByUser => ("Quire is locked.".to_string(), false, false),
+                Lock::NeedsPassphrase(r) => (r.clone(), true, false),
+                Lock::KeyMissing(r) => (r.clone(), false, true),
+            };
+            (EngineState::Locked { reason, needs_passphrase, key_missing }, Vec::new(), false)
+        }
         EngineSlot::Ready(engine) => (EngineState::Ready, engine.documents().await.map_err(say)?, engine.llm_loaded()),
     };
     Ok(AppStatus {
@@ -70,6 +78,7 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         problems,
         watched_folders: settings.watched_folders.clone(),
         ingesting: state.ingest_turn.try_lock().is_err(),
+        local_api_port: settings.local_api_port,
     })
 }
 
@@ -161,7 +170,7 @@ pub async fn ask(state: State<'_, AppState>, question: String, on_event: Channel
         Ok(answer) => {
             cancel_job(&state.answer_cancel);
             let at = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-            History::in_folder(&engine.config().data_dir).append(&Exchange::of(&answer, at)).map_err(say)?;
+            engine.history().append(&Exchange::of(&answer, at)).map_err(say)?;
             Ok(answer)
         }
         Err(e) if e.is::<Cancelled>() => Err("cancelled".into()),
@@ -268,13 +277,13 @@ pub fn remove_watched_folder(app: AppHandle, state: State<'_, AppState>, path: S
 #[tauri::command]
 pub async fn history(state: State<'_, AppState>) -> Reply<Vec<Exchange>> {
     let engine = state.engine().await.map_err(say)?;
-    History::in_folder(&engine.config().data_dir).load().map_err(say)
+    engine.history().load().map_err(say)
 }
 
 #[tauri::command]
 pub async fn clear_history(state: State<'_, AppState>) -> Reply<()> {
     let engine = state.engine().await.map_err(say)?;
-    History::in_folder(&engine.config().data_dir).clear().map_err(say)
+    engine.history().clear().map_err(say)
 }
 
 #[tauri::command]
@@ -293,4 +302,120 @@ pub fn hide_quick_ask(app: AppHandle) -> Reply<()> {
         w.hide().map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// Where the open collection's key is kept.
+#[tauri::command]
+pub async fn key_status(state: State<'_, AppState>) -> Reply<quire_engine::KeyInfo> {
+    Ok(state.engine().await.map_err(say)?.key_info())
+}
+
+/// Locks Quire: the collection closes and its key leaves memory until unlocked.
+#[tauri::command]
+pub async fn lock(app: AppHandle, state: State<'_, AppState>) -> Reply<()> {
+    state.lock().await;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    Ok(())
+}
+
+/// Opens the collection again: from the keychain, or with the passphrase given.
+#[tauri::command]
+pub async fn unlock(app: AppHandle, state: State<'_, AppState>, passphrase: Option<String>) -> Reply<()> {
+    if let Some(p) = passphrase.filter(|p| !p.is_empty()) {
+        *state.passphrase.lock().expect("passphrase lock") = Some(quire_engine::Secret::new(p));
+    }
+    let result = state.open_engine().await;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    result.map(|_| ()).map_err(say)
+}
+
+/// Replaces the collection's key and reseals everything under it; returns how many documents
+/// were resealed. Ingestion waits meanwhile; an interruption is finished at the next start.
+#[tauri::command]
+pub async fn rotate_key(app: AppHandle, state: State<'_, AppState>) -> Reply<usize> {
+    let engine = state.engine().await.map_err(say)?;
+    let emitter = app.clone();
+    let resealed = engine
+        .rotate_key(&mut |done, total| {
+            let _ = emitter.emit(EVENT_RESEAL, (done, total));
+        }, &quire_engine::Cancel::new())
+        .await
+        .map_err(say)?;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    Ok(resealed)
+}
+
+/// Saves a backup of the collection's key, sealed under `backup_passphrase`, where the user
+/// picks in the system's save dialog (the UI never names a path). Returns where it went.
+#[tauri::command]
+pub async fn export_key(app: AppHandle, state: State<'_, AppState>, backup_passphrase: String) -> Reply<Option<String>> {
+    use tauri_plugin_dialog::DialogExt;
+    if backup_passphrase.chars().count() < 8 {
+        return Err("choose a backup passphrase of at least 8 characters".into());
+    }
+    let engine = state.engine().await.map_err(say)?;
+    let backup = engine.export_key(&quire_engine::Secret::new(backup_passphrase)).map_err(say)?;
+    let dialog = app.dialog().file().set_title("Save the key backup").set_file_name("quire-key-backup.json");
+    let Some(picked) = tauri::async_runtime::spawn_blocking(move || dialog.blocking_save_file()).await.map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let path = picked.into_path().map_err(|e| e.to_string())?;
+    quire_engine::write_private(&path, backup.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(Some(path.display().to_string()))
+}
+
+/// Restores the collection's key from a backup the user picks in the system's open dialog,
+/// then opens the collection with it.
+#[tauri::command]
+pub async fn import_key(app: AppHandle, state: State<'_, AppState>, backup_passphrase: String) -> Reply<bool> {
+    use tauri_plugin_dialog::DialogExt;
+    let dialog = app.dialog().file().set_title("Open a key backup").add_filter("Quire key backup", &["json"]);
+    let Some(picked) = tauri::async_runtime::spawn_blocking(move || dialog.blocking_pick_file()).await.map_err(|e| e.to_string())? else {
+        return Ok(false);
+    };
+    let path = picked.into_path().map_err(|e| e.to_string())?;
+    let meta = std::fs::metadata(&path).map_err(|e| e.to_string())?;
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return Err(format!("{} is not a key backup", path.display()));
+    }
+    let backup = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let data_dir = state.engine_config().map_err(say)?.data_dir;
+    quire_engine::Vault::import(&data_dir, &backup, &quire_engine::Secret::new(backup_passphrase), &state.key_access())
+        .map_err(|e| e.to_string())?;
+    let result = state.open_engine().await;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    result.map(|_| true).map_err(say)
+}
+
+/// Starts (on `port`) or stops the local OpenAI-compatible API, and remembers the choice.
+#[tauri::command]
+pub async fn set_local_api(app: AppHandle, state: State<'_, AppState>, port: Option<u16>) -> Reply<LocalApi> {
+    cancel_job(&state.api_stop);
+    state.update_settings(|s| s.local_api_port = port).map_err(say)?;
+    let api = match port {
+        Some(port) => start_local_api(&app, port).await.map_err(say)?,
+        None => LocalApi { address: None, token: None },
+    };
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    Ok(api)
+}
+
+/// Serves the API for the app's open collection (whichever it is when a request comes; a
+/// locked app answers that it is locked). The token comes from the OS keychain.
+pub async fn start_local_api(app: &AppHandle, port: u16) -> anyhow::Result<LocalApi> {
+    let token = quire_engine::api_token()?;
+    let handle = app.clone();
+    let source: quire_api::EngineSource = std::sync::Arc::new(move || {
+        let handle = handle.clone();
+        Box::pin(async move { handle.state::<AppState>().engine().await })
+    });
+    let server = std::sync::Arc::new(quire_api::Server::bind(source, port, token.clone()).await?);
+    let address = format!("http://{}/v1", server.local_addr()?);
+    let stop = start_job(&app.state::<AppState>().api_stop);
+    tauri::async_runtime::spawn(async move {
+        if let Err(e) = server.run(stop).await {
+            eprintln!("the local API stopped: {e:#}");
+        }
+    });
+    Ok(LocalApi { address: Some(address), token: Some(token) })
 }

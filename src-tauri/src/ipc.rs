@@ -11,6 +11,7 @@ use quire_engine::DocumentRecord;
 pub const EVENT_INGEST: &str = "ingest"; // quire_engine::Event
 pub const EVENT_STATUS_CHANGED: &str = "status-changed"; // ()
 pub const EVENT_FILES_DROPPED: &str = "files-dropped"; // Vec<String>
+pub const EVENT_RESEAL: &str = "reseal"; // (done, total) documents resealed under a new key
 
 #[derive(Debug, Clone, Serialize, TS)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -18,6 +19,9 @@ pub enum EngineState {
     Opening,
     Ready,
     Failed { reason: String },
+    /// The collection's key is not in memory. `needs_passphrase`: unlocking takes one;
+    /// `key_missing`: the key is gone from the keychain and a backup must be imported.
+    Locked { reason: String, needs_passphrase: bool, key_missing: bool },
 }
 
 #[derive(Debug, Clone, Serialize, TS)]
@@ -45,6 +49,8 @@ pub struct AppStatus {
     pub problems: Vec<String>,
     pub watched_folders: Vec<String>,
     pub ingesting: bool,
+    /// The local API's port when it is on.
+    pub local_api_port: Option<u16>,
 }
 
 #[derive(Debug, Clone, Serialize, TS)]
@@ -60,6 +66,13 @@ pub struct IngestSummary {
 pub struct FailedFile {
     pub path: String,
     pub reason: String,
+}
+
+/// The local API, when it runs: where, and the bearer token other tools send.
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct LocalApi {
+    pub address: Option<String>,
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, TS)]

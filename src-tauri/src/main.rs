@@ -52,6 +52,13 @@ fn main() {
             commands::show_main_window,
             commands::show_quick_ask,
             commands::hide_quick_ask,
+            commands::key_status,
+            commands::lock,
+            commands::unlock,
+            commands::rotate_key,
+            commands::export_key,
+            commands::import_key,
+            commands::set_local_api,
         ])
         .setup(move |app| {
             app.manage(AppState::new(home));
@@ -93,8 +100,13 @@ async fn start_engine(app: tauri::AppHandle) {
     let state = app.state::<AppState>();
     let opened = state.open_engine().await;
     let _ = app.emit(ipc::EVENT_STATUS_CHANGED, ());
-    let Ok(engine) = opened else { return };
     let settings = state.settings();
+    if let Some(port) = settings.local_api_port {
+        if let Err(e) = commands::start_local_api(&app, port).await {
+            eprintln!("the local API did not start: {e:#}");
+        }
+    }
+    let Ok(engine) = opened else { return };
     if settings.preload_model && engine.config().llm_path.is_file() {
         let _ = tokio::time::timeout(Duration::from_secs(20), state.main_page_loaded.notified()).await;
         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -20,6 +20,8 @@ pub struct Settings {
     pub watched_folders: Vec<String>,
     /// Load the answer model at start, so the first answer does not wait for it.
     pub preload_model: bool,
+    /// The local OpenAI-compatible API's port on 127.0.0.1; `None`: off (the default).
+    pub local_api_port: Option<u16>,
 }
 
 impl Default for Settings {
@@ -30,6 +32,7 @@ impl Default for Settings {
             draft_model: None,
             watched_folders: Vec::new(),
             preload_model: true,
+            local_api_port: None,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
-use quire_engine::{collection_dir, Cancel, Engine, EngineConfig};
+use quire_engine::{collection_dir, Cancel, Engine, EngineConfig, KeyAccess, Secret, VaultError};
 use tokio::sync::RwLock;
 
 use crate::settings::Settings;
@@ -17,6 +17,15 @@ pub enum EngineSlot {
     Opening,
     Ready(Arc<Engine>),
     Failed(String),
+    /// The key is not in memory: locked by the user, or it needs a passphrase or a backup.
+    Locked(Lock),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lock {
+    ByUser,
+    NeedsPassphrase(String),
+    KeyMissing(String),
 }
 
 pub struct AppState {
@@ -32,6 +41,11 @@ pub struct AppState {
     pub main_page_loaded: tokio::sync::Notify,
     /// Tells the folder-watching task which folders to follow (set once that task runs).
     pub watch_control: Mutex<Option<tokio::sync::mpsc::UnboundedSender<WatchChange>>>,
+    /// The passphrase the user entered to unlock a passphrase-protected collection; dropped
+    /// (and wiped) when the app is locked.
+    pub passphrase: Mutex<Option<Secret>>,
+    /// Stops the local API server, when it runs.
+    pub api_stop: Mutex<Option<Cancel>>,
 }
 
 /// A change to the set of watched folders, sent to the task that follows them.
@@ -52,6 +66,8 @@ impl AppState {
             answer_cancel: Mutex::new(None),
             main_page_loaded: tokio::sync::Notify::new(),
             watch_control: Mutex::new(None),
+            passphrase: Mutex::new(None),
+            api_stop: Mutex::new(None),
         }
     }
 
@@ -88,7 +104,18 @@ impl AppState {
             top_k: quire_engine::DEFAULT_TOP_K,
             max_answer_tokens: MAX_ANSWER_TOKENS,
             loader: Some(quire_engine::Isolation::current_exe()?),
+            keys: self.key_access(),
         })
+    }
+
+    /// The passphrase typed in the app, else `QUIRE_PASSPHRASE`; else the keychain.
+    pub fn key_access(&self) -> KeyAccess {
+        let typed = self.passphrase.lock().expect("passphrase lock").clone();
+        let mut access = KeyAccess::from_env();
+        if typed.is_some() {
+            access.passphrase = typed;
+        }
+        access
     }
 
     /// (Re)opens the engine for the current settings; on failure the reason is kept for the UI.
@@ -105,10 +132,32 @@ impl AppState {
                 Ok(engine)
             }
             Err(e) => {
-                *slot = EngineSlot::Failed(format!("{e:#}"));
+                let reason = format!("{e:#}");
+                *slot = match e.downcast_ref::<VaultError>() {
+                    Some(VaultError::PassphraseNeeded | VaultError::WrongPassphrase | VaultError::NoKeychain { .. }) => {
+                        EngineSlot::Locked(Lock::NeedsPassphrase(reason))
+                    }
+                    Some(VaultError::KeyMissing { .. }) => EngineSlot::Locked(Lock::KeyMissing(reason)),
+                    _ => EngineSlot::Failed(reason),
+                };
                 Err(e)
             }
         }
+    }
+
+    /// Drops the open collection, and with it its keys (wiped from memory once the last
+    /// command using it ends), and the typed passphrase. Running work is cancelled.
+    pub async fn lock(&self) {
+        cancel_job(&self.ingest_cancel);
+        cancel_job(&self.answer_cancel);
+        *self.passphrase.lock().expect("passphrase lock") = None;
+        let mut slot = self.engine.write().await;
+        let by_passphrase = matches!(&*slot, EngineSlot::Ready(e) if e.key_info().store == quire_engine::KeyStore::Passphrase);
+        *slot = EngineSlot::Locked(if by_passphrase {
+            Lock::NeedsPassphrase("Quire is locked: enter the collection's passphrase.".into())
+        } else {
+            Lock::ByUser
+        });
     }
 
     /// The open engine, or a sentence saying why there is none.
@@ -117,6 +166,7 @@ impl AppState {
             EngineSlot::Ready(e) => Ok(e.clone()),
             EngineSlot::Opening => anyhow::bail!("Quire is still opening the collection; try again in a moment"),
             EngineSlot::Failed(why) => Err(anyhow::anyhow!("{why}")).context("the collection could not be opened"),
+            EngineSlot::Locked(_) => anyhow::bail!("Quire is locked: unlock it first"),
         }
     }
 }

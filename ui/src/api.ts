@@ -7,13 +7,15 @@ import type { AppStatus } from "./bindings/AppStatus";
 import type { Event as EngineEvent } from "./bindings/Event";
 import type { Exchange } from "./bindings/Exchange";
 import type { IngestSummary } from "./bindings/IngestSummary";
+import type { KeyInfo } from "./bindings/KeyInfo";
+import type { LocalApi } from "./bindings/LocalApi";
 import type { MemoryBudget } from "./bindings/MemoryBudget";
 import type { SetModelsResult } from "./bindings/SetModelsResult";
 import type { Settings } from "./bindings/Settings";
-import { COMMANDS, EVENT_FILES_DROPPED, EVENT_INGEST, EVENT_STATUS_CHANGED } from "./bindings/events";
+import { COMMANDS, EVENT_FILES_DROPPED, EVENT_INGEST, EVENT_RESEAL, EVENT_STATUS_CHANGED } from "./bindings/events";
 
 export type Command = (typeof COMMANDS)[number];
-export type { Answer, AppStatus, EngineEvent, Exchange, IngestSummary, MemoryBudget, Settings };
+export type { Answer, AppStatus, EngineEvent, Exchange, IngestSummary, KeyInfo, MemoryBudget, Settings };
 
 function call<T>(command: Command, args?: Record<string, unknown>): Promise<T> {
   return invoke<T>(command, args);
@@ -42,6 +44,13 @@ export const api = {
   showMainWindow: () => call<void>("show_main_window"),
   showQuickAsk: () => call<void>("show_quick_ask"),
   hideQuickAsk: () => call<void>("hide_quick_ask"),
+  keyStatus: () => call<KeyInfo>("key_status"),
+  lock: () => call<void>("lock"),
+  unlock: (passphrase: string | null) => call<void>("unlock", { passphrase }),
+  rotateKey: () => call<number>("rotate_key"),
+  exportKey: (backupPassphrase: string) => call<string | null>("export_key", { backupPassphrase }),
+  importKey: (backupPassphrase: string) => call<boolean>("import_key", { backupPassphrase }),
+  setLocalApi: (port: number | null) => call<LocalApi>("set_local_api", { port }),
 };
 
 export const events = {
@@ -49,6 +58,8 @@ export const events = {
   onStatusChanged: (f: () => void): Promise<UnlistenFn> => listen(EVENT_STATUS_CHANGED, () => f()),
   onFilesDropped: (f: (paths: string[]) => void): Promise<UnlistenFn> =>
     listen<string[]>(EVENT_FILES_DROPPED, (e) => f(e.payload)),
+  onReseal: (f: (done: number, total: number) => void): Promise<UnlistenFn> =>
+    listen<[number, number]>(EVENT_RESEAL, (e) => f(e.payload[0], e.payload[1])),
 };
 
 /// Errors from commands arrive as strings (one sentence saying what to do).

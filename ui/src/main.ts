@@ -26,7 +26,8 @@ async function refreshStatus() {
   const engine = s.engine.state;
   // With preloading off the model loads with the first question: the app is ready meanwhile.
   const loading = engine === "ready" && s.model_preloading;
-  pill.textContent = engine === "opening" ? "opening…" : engine === "failed" ? "not ready" : loading ? "loading model…" : "ready";
+  pill.textContent = engine === "opening" ? "opening…" : engine === "failed" ? "not ready" : engine === "locked" ? "locked" : loading ? "loading model…" : "ready";
+  showLock(s.engine);
   pill.dataset.state = loading ? "loading" : engine;
   pill.title = engine === "ready" && !s.model_loaded && !loading ? "The answer model loads with the first question." : "";
   const problems = [...s.problems];
@@ -37,6 +38,9 @@ async function refreshStatus() {
     historyShown = true;
     void loadHistory();
   }
+  if (engine === "ready") void showKeyInfo();
+  byId<HTMLInputElement>("local-api-toggle").checked = s.local_api_port != null;
+  if (s.local_api_port != null) byId<HTMLInputElement>("local-api-port").value = String(s.local_api_port);
   byId("doc-count").textContent = `(${s.documents.length})`;
   byId("documents").replaceChildren(
     ...s.documents.map((d) => {
@@ -59,6 +63,58 @@ async function refreshStatus() {
       return el("li", {}, el("span", { text: f }), b);
     }),
   );
+}
+
+function showLock(engine: AppStatus["engine"]) {
+  const screen = byId("lock-screen");
+  screen.hidden = engine.state !== "locked";
+  if (engine.state !== "locked") return;
+  byId("lock-reason").textContent = engine.reason;
+  byId("unlock-passphrase-label").hidden = !engine.needs_passphrase;
+  byId("lock-import").hidden = !engine.key_missing;
+  byId("unlock-button").hidden = engine.key_missing;
+}
+
+async function showKeyInfo() {
+  try {
+    const k = await api.keyStatus();
+    const where = k.store === "keychain" ? "the system keychain" : k.store === "passphrase" ? "this collection's folder, sealed under your passphrase" : "memory only";
+    const rotating = k.rotating_from.length ? ` · replacing ${k.rotating_from.join(", ")}` : "";
+    byId("key-info").textContent = `Encrypted with key ${k.key_id}, kept in ${where}${rotating}.`;
+  } catch {
+    byId("key-info").textContent = "";
+  }
+}
+
+function setupLock() {
+  const error = byId("lock-error");
+  const run = (f: () => Promise<unknown>) => async () => {
+    error.textContent = "";
+    try {
+      await f();
+    } catch (e) {
+      error.textContent = errorText(e);
+    }
+  };
+  byId("lock-button").addEventListener("click", run(async () => {
+    byId("conversation").replaceChildren();
+    byId("source-list").replaceChildren();
+    historyShown = false;
+    await api.lock();
+  }));
+  byId("unlock-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const input = byId<HTMLInputElement>("unlock-passphrase-input");
+    const passphrase = input.value;
+    input.value = "";
+    void run(() => api.unlock(passphrase || null))();
+  });
+  byId("lock-import-button").addEventListener("click", run(async () => {
+    const input = byId<HTMLInputElement>("lock-import-passphrase");
+    const pass = input.value;
+    input.value = "";
+    await api.importKey(pass);
+  }));
 }
 
 function showProblems(problems: string[]) {
@@ -162,6 +218,31 @@ function setupSettings() {
     await api.switchCollection(name);
     dialog.close();
   }));
+  const backupPassphrase = () => {
+    const input = byId<HTMLInputElement>("backup-passphrase-input");
+    const p = input.value;
+    input.value = "";
+    return p;
+  };
+  byId("export-key-button").addEventListener("click", guard(async () => {
+    const where = await api.exportKey(backupPassphrase());
+    byId("key-message").textContent = where ? `Key backup saved to ${where}. Keep it and its passphrase apart.` : "";
+  }));
+  byId("import-key-button").addEventListener("click", guard(async () => {
+    if (await api.importKey(backupPassphrase())) byId("key-message").textContent = "Key restored.";
+  }));
+  byId("local-api-toggle").addEventListener("change", guard(async () => {
+    const on = byId<HTMLInputElement>("local-api-toggle").checked;
+    const port = Number(byId<HTMLInputElement>("local-api-port").value);
+    const r = await api.setLocalApi(on ? port : null);
+    byId("local-api-info").textContent = r.address ? `Serving ${r.address} (this computer only). Bearer token: ${r.token}` : "Off.";
+  }));
+  byId("rotate-key-button").addEventListener("click", guard(async () => {
+    byId("key-message").textContent = "Replacing the key…";
+    const n = await api.rotateKey();
+    byId("key-message").textContent = `New key in use; ${n} documents resealed.`;
+    await showKeyInfo();
+  }));
   byId("clear-history-button").addEventListener("click", guard(async () => {
     await api.clearHistory();
     byId("conversation").replaceChildren();
@@ -171,6 +252,10 @@ function setupSettings() {
 function setup() {
   setupChat({ onAnswered: () => void refreshMemory() });
   setupSettings();
+  setupLock();
+  void events.onReseal((done, total) => {
+    byId("key-message").textContent = `Resealing documents under the new key: ${done}/${total}`;
+  });
   byId("add-path-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const input = byId<HTMLInputElement>("add-path-input");

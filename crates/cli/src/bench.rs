@@ -106,7 +106,8 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     let texts: Vec<&str> = chunks.iter().map(|(_, c)| c.text.as_str()).collect();
     let base = embedder.embed_passages(&texts)?;
     let dir = tempfile_dir()?;
-    let kb = KnowledgeBase::open(&dir, embedder.dim()).await?;
+    // Sealed under a throwaway key: the figures include encryption, as in real use.
+    let kb = KnowledgeBase::open(&dir, embedder.dim(), quire_index::Protection::sealed(&quire_index::DataKey::random())).await?;
     let mut rng = Lcg(42);
     // Documents of 8 chunks written in batches of 1,024 chunks, as the ingestion writes them.
     let per_doc = 8;
@@ -231,6 +232,7 @@ async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>) -> Resu
     };
     let mut config = quire_engine::EngineConfig::from_home()?;
     config.data_dir = work.path().join("index");
+    config.keys = quire_engine::KeyAccess::ephemeral();
     let data_dir = config.data_dir.clone();
     let engine = quire_engine::Engine::open(config).await?;
     let rss = || quire_engine::memory::MemoryReading::now().process_rss_bytes as f64 / 1e6;

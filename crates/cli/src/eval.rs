@@ -139,6 +139,9 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
     }
     let mut config = EngineConfig::from_home()?;
     config.data_dir = work.join("index");
+    if args.work_dir.is_none() {
+        config.keys = quire_engine::KeyAccess::ephemeral(); // a throwaway collection
+    }
     if let Some(e) = args.embedder {
         config.embedder_dir = e;
     }
@@ -346,6 +349,7 @@ pub(crate) async fn open_with_documents(
     anyhow::ensure!(docs.is_dir(), "{} is not a folder of documents", docs.display());
     let root = docs.canonicalize()?;
     config.data_dir = work.join("index");
+    config.keys = quire_engine::KeyAccess::ephemeral(); // `work` is a temporary folder
     let engine = Engine::open(config).await?;
     let started = Instant::now();
     let mut files: Vec<PathBuf> = cases.iter().map(|c| root.join(&c.document)).collect();

@@ -1,5 +1,5 @@
 //! `quire`: the command line over the engine (ingest, watch, ask, search, list, remove, models,
-//! bench, eval).
+//! bench, eval, key).
 
 mod bench;
 mod eval;
@@ -93,6 +93,37 @@ enum Command {
         #[command(subcommand)]
         what: eval::EvalCommand,
     },
+    /// Serve an OpenAI-compatible API on 127.0.0.1 for other local tools (`POST
+    /// /v1/chat/completions`, `GET /v1/models`), each request with the bearer token that
+    /// `quire key api-token` prints (kept in the OS keychain). Runs until stopped.
+    Serve {
+        #[arg(long, default_value_t = 8765)]
+        port: u16,
+        /// Answer model: a known model name (see `quire models`) or a GGUF file.
+        #[arg(long)]
+        model: Option<String>,
+    },
+    /// The collection's encryption key: where it is kept, backups, rotation.
+    Key {
+        #[command(subcommand)]
+        action: KeyAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyAction {
+    /// Where the key is kept (OS keychain or passphrase) and its id.
+    Status,
+    /// Write a backup of the key to FILE, sealed under a backup passphrase (read from
+    /// QUIRE_BACKUP_PASSPHRASE, else the first line of standard input).
+    Export { file: PathBuf },
+    /// Put the key from a backup FILE back in the keychain (or under QUIRE_PASSPHRASE), for a
+    /// collection whose key was lost. The backup passphrase is read as for `export`.
+    Import { file: PathBuf },
+    /// Make a new key and reseal everything under it; interrupted, it goes on at the next start.
+    Rotate,
+    /// Print the local API's bearer token (made and stored in the OS keychain on first use).
+    ApiToken,
 }
 
 #[derive(Subcommand)]
@@ -222,8 +253,82 @@ async fn run(command: Command) -> Result<ExitCode> {
         Command::Models { action } => models(action.unwrap_or(ModelsAction::List)),
         Command::Bench(args) => bench::run(args).await.map(|_| ExitCode::SUCCESS),
         Command::Eval { what } => eval::run(what).await.map(|_| ExitCode::SUCCESS),
+        Command::Key { action } => key(action).await,
+        Command::Serve { port, model } => {
+            let mut config = EngineConfig::from_home()?;
+            if let Some(m) = model {
+                config.llm_path = resolve_model(&m)?;
+            }
+            serve(config, port).await
+        }
     }
 }
+
+async fn serve(config: EngineConfig, port: u16) -> Result<ExitCode> {
+    let token = quire_engine::api_token()?;
+    let engine = std::sync::Arc::new(Engine::open(config).await?);
+    let server = std::sync::Arc::new(quire_api::Server::bind(quire_api::fixed(engine), port, token).await?);
+    println!("serving the OpenAI-compatible API on http://{}/v1 (this machine only; `quire key api-token` prints the bearer token)", server.local_addr()?);
+    // Ctrl-C ends the process; nothing is left half-written (answers only read).
+    server.run(Cancel::new()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn key(action: KeyAction) -> Result<ExitCode> {
+    let config = EngineConfig::from_home()?;
+    match action {
+        KeyAction::ApiToken => println!("{}", quire_engine::api_token()?),
+        KeyAction::Import { file } => {
+            let backup = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let pass = backup_passphrase()?;
+            let info = quire_engine::Vault::import(&config.data_dir, &backup, &pass, &config.keys)?;
+            println!("key {} of collection {} restored ({:?})", info.key_id, info.collection, info.store);
+        }
+        KeyAction::Status => {
+            let engine = Engine::open(config).await?;
+            let info = engine.key_info();
+            println!("collection {}: key {} kept in the {}", info.collection, info.key_id, match info.store {
+                quire_engine::KeyStore::Keychain => "OS keychain",
+                quire_engine::KeyStore::Passphrase => "collection folder, sealed under its passphrase",
+                quire_engine::KeyStore::Memory => "memory only (a throwaway collection)",
+            });
+            if !info.rotating_from.is_empty() {
+                println!("rotation under way from {}", info.rotating_from.join(", "));
+            }
+        }
+        KeyAction::Export { file } => {
+            let engine = Engine::open(config).await?;
+            let pass = backup_passphrase()?;
+            let backup = engine.export_key(&pass)?;
+            quire_engine::write_private(&file, backup.as_bytes()).with_context(|| format!("cannot write {}", file.display()))?;
+            println!("key backup written to {} (keep it and its passphrase apart)", file.display());
+        }
+        KeyAction::Rotate => {
+            let engine = Engine::open(config).await?;
+            let old = engine.key_info().key_id;
+            let n = engine
+                .rotate_key(&mut |done, total| eprint!("\rresealing documents: {done}/{total}"), &Cancel::new())
+                .await?;
+            eprintln!();
+            println!("key {old} replaced by {}; {n} documents resealed", engine.key_info().key_id);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn backup_passphrase() -> Result<quire_engine::Secret> {
+    if let Ok(p) = std::env::var("QUIRE_BACKUP_PASSPHRASE") {
+        anyhow::ensure!(!p.is_empty(), "QUIRE_BACKUP_PASSPHRASE is empty");
+        return Ok(quire_engine::Secret::new(p));
+    }
+    eprintln!("backup passphrase (one line):");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let line = line.trim_end_matches(['\r', '\n']);
+    anyhow::ensure!(!line.is_empty(), "no backup passphrase given (set QUIRE_BACKUP_PASSPHRASE or type one)");
+    Ok(quire_engine::Secret::new(line))
+}
+
 
 fn resolve_model(name_or_path: &str) -> Result<PathBuf> {
     let path = PathBuf::from(name_or_path);

@@ -1,5 +1,5 @@
-//! Conversation history of a collection: one JSON line per question and answer, appended as
-//! answers complete, so a crash loses at most the answer being written.
+//! Conversation history of a collection: one sealed JSON line per question and answer, appended
+//! as answers complete, so a crash loses at most the answer being written.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::Answer;
+use quire_index::Protection;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, TS)]
 pub struct Exchange {
@@ -44,11 +45,14 @@ impl Exchange {
 
 pub struct History {
     path: PathBuf,
+    protection: Protection,
 }
 
+const SEAL_CONTEXT: &str = "conversation history";
+
 impl History {
-    pub fn in_folder(dir: &Path) -> History {
-        History { path: dir.join("history.jsonl") }
+    pub fn in_folder(dir: &Path, protection: Protection) -> History {
+        History { path: dir.join("history.jsonl"), protection }
     }
 
     /// All exchanges, oldest first. A damaged line (a crash mid-write) is skipped, not fatal.
@@ -58,17 +62,36 @@ impl History {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", self.path.display())),
         };
-        Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+        Ok(text
+            .lines()
+            .filter_map(|l| self.protection.open(SEAL_CONTEXT, l).ok())
+            .filter_map(|l| serde_json::from_str(&l).ok())
+            .collect())
     }
 
     pub fn append(&self, exchange: &Exchange) -> Result<()> {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut line = serde_json::to_string(exchange)?;
+        let mut line = self.protection.seal(SEAL_CONTEXT, &serde_json::to_string(exchange)?);
         line.push('\n');
         let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
         file.write_all(line.as_bytes())?;
+        Ok(())
+    }
+
+    /// Rewrites the history under `protection`'s current key (after a key rotation).
+    pub fn reseal(&self, protection: Protection) -> Result<()> {
+        let exchanges = self.load()?;
+        let resealed = History { path: self.path.with_extension("jsonl.tmp"), protection };
+        resealed.clear()?;
+        for e in &exchanges {
+            resealed.append(e)?;
+        }
+        if exchanges.is_empty() {
+            return self.clear();
+        }
+        std::fs::rename(&resealed.path, &self.path)?;
         Ok(())
     }
 
@@ -87,7 +110,7 @@ mod tests {
     #[test]
     fn appends_survive_a_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
-        let history = History::in_folder(dir.path());
+        let history = History::in_folder(dir.path(), Protection::Plain);
         assert!(history.load().unwrap().is_empty());
         let e = Exchange {
             question: "q".into(),

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use ts_rs::TS;
 
 use quire_index::{ChunkRecord, DocumentRecord};
@@ -141,21 +140,25 @@ pub(crate) fn canonical(path: &Path) -> PathBuf {
         .unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// A document's id: derived from its absolute path, so re-ingesting the same file replaces it.
-pub(crate) fn document_id(path: &Path) -> String {
-    hex::encode(&Sha256::digest(path.to_string_lossy().as_bytes())[..8])
+/// A document's id: derived from its absolute path (a keyed fingerprint), so re-ingesting the
+/// same file replaces it.
+pub(crate) fn document_id(kb: &quire_index::KnowledgeBase, path: &Path) -> String {
+    kb.document_id(&path.to_string_lossy())
 }
 
 /// Expands folders into the supported files inside them (recursively, skipping hidden entries,
 /// editors' temporary files, and links to folders, so link loops cannot trap the walk). Paths
-/// that do not exist, broken or looping links and unreadable folders come back as failures.
+/// that do not exist, broken or looping links, unreadable folders and special files (devices,
+/// pipes) come back as failures.
 pub fn discover_files(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
     let mut files = Vec::new();
     let mut missing = Vec::new();
     for path in paths {
         match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => walk(path, &mut files, &mut missing),
-            Ok(_) => files.push(path.clone()),
+            Ok(m) if m.is_file() => files.push(path.clone()),
+            // A device, pipe or socket (/dev/zero, a FIFO): reading it could never end.
+            Ok(_) => missing.push((path.clone(), "not a regular file or folder; not read".into())),
             Err(e) => missing.push((path.clone(), format!("cannot read: {e}"))),
         }
     }
@@ -481,7 +484,7 @@ async fn prepare(
     progress(on_event, FileStage::Reading, 0, 0);
     let t = Instant::now();
     let path_str = path.to_string_lossy().into_owned();
-    let doc_id = document_id(path);
+    let doc_id = document_id(engine.knowledge_base(), path);
     let failed = |e: LoadError| Ok(Prepared::Done(FileOutcome::Failed { reason: e.to_string() }));
 
     // A file whose size and modification time are those recorded is unchanged, unless it was
@@ -551,7 +554,7 @@ async fn prepare(
     if chunks.is_empty() {
         return Ok(Prepared::Done(FileOutcome::Failed { reason: "no text to index".into() }));
     }
-    let hashes: Vec<String> = chunks.iter().map(|c| quire_ingest::content_hash(c.text.as_bytes())).collect();
+    let hashes: Vec<String> = chunks.iter().map(|c| engine.knowledge_base().chunk_hash(&c.text)).collect();
 
     // Vectors already computed: in this batch, of a document just removed (a move seen as a
     // removal first), or stored (the same text in this or another file).

@@ -3,6 +3,7 @@
 //! folder. After a crash or a quit the files still `queued` are the work left to do; the
 //! knowledge base itself says what was done (a file's document row is its commit).
 //!
+//! Each line is sealed under the collection's key (the paths are private too).
 //! A torn last line (power lost mid-write) is ignored. When the log has grown past a few
 //! thousand lines it is rewritten (to a temporary file, then renamed over) with one line per file
 //! that still matters: queued or failed.
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+use quire_index::Protection;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
@@ -41,14 +43,18 @@ pub struct Job {
     pub at_ms: i64,
 }
 
+/// The associated data each line is sealed with.
+const SEAL_CONTEXT: &str = "ingestion queue";
+
 pub struct JobQueue {
     path: PathBuf,
+    protection: Protection,
     jobs: BTreeMap<String, Job>,
     lines: usize,
 }
 
 impl JobQueue {
-    pub fn open(dir: &Path) -> Result<JobQueue> {
+    pub fn open(dir: &Path, protection: Protection) -> Result<JobQueue> {
         let path = dir.join(FILE_NAME);
         let mut jobs = BTreeMap::new();
         let mut lines = 0;
@@ -56,7 +62,8 @@ impl JobQueue {
             Ok(text) => {
                 for line in text.lines() {
                     lines += 1;
-                    if let Ok(job) = serde_json::from_str::<Job>(line) {
+                    let line = protection.open(SEAL_CONTEXT, line).unwrap_or_default();
+                    if let Ok(job) = serde_json::from_str::<Job>(&line) {
                         jobs.insert(job.path.clone(), job);
                     }
                 }
@@ -64,7 +71,7 @@ impl JobQueue {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).with_context(|| format!("cannot read the ingestion queue {}", path.display())),
         }
-        let mut queue = JobQueue { path, jobs, lines };
+        let mut queue = JobQueue { path, protection, jobs, lines };
         queue.rewrite_if_long()?;
         Ok(queue)
     }
@@ -105,8 +112,7 @@ impl JobQueue {
         }
         let mut text = String::new();
         for j in &jobs {
-            text.push_str(&serde_json::to_string(j)?);
-            text.push('\n');
+            text.push_str(&self.sealed_line(j)?);
         }
         let mut file = std::fs::OpenOptions::new()
             .create(true)
@@ -129,13 +135,22 @@ impl JobQueue {
         Ok(())
     }
 
+    fn sealed_line(&self, job: &Job) -> Result<String> {
+        Ok(format!("{}\n", self.protection.seal(SEAL_CONTEXT, &serde_json::to_string(job)?)))
+    }
+
+    /// Rewrites the log under `protection`'s current key (after a key rotation).
+    pub fn reseal(&mut self, protection: Protection) -> Result<()> {
+        self.protection = protection;
+        self.rewrite()
+    }
+
     fn rewrite(&mut self) -> Result<()> {
         self.jobs.retain(|_, j| matches!(j.state, JobState::Queued | JobState::Failed));
         let tmp = self.path.with_extension("jsonl.tmp");
         let mut text = String::new();
         for j in self.jobs.values() {
-            text.push_str(&serde_json::to_string(j)?);
-            text.push('\n');
+            text.push_str(&self.sealed_line(j)?);
         }
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, &self.path)?;
@@ -160,7 +175,7 @@ mod tests {
     #[test]
     fn pending_survives_reopening_and_a_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
-        let mut q = JobQueue::open(dir.path()).unwrap();
+        let mut q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
         q.enqueue(&["/a".into(), "/b".into(), "/c".into()]).unwrap();
         q.finish(Path::new("/a"), JobState::Indexed, None).unwrap();
         q.finish(Path::new("/c"), JobState::Failed, Some("the file is empty".into())).unwrap();
@@ -168,7 +183,7 @@ mod tests {
         let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join(FILE_NAME)).unwrap();
         f.write_all(br#"{"path":"/b","sta"#).unwrap();
 
-        let q = JobQueue::open(dir.path()).unwrap();
+        let q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
         assert_eq!(q.pending(), vec![PathBuf::from("/b")]);
         assert_eq!(q.failed().len(), 1);
         assert_eq!(q.failed()[0].reason.as_deref(), Some("the file is empty"));
@@ -177,7 +192,7 @@ mod tests {
     #[test]
     fn a_long_log_is_rewritten_with_what_still_matters() {
         let dir = tempfile::tempdir().unwrap();
-        let mut q = JobQueue::open(dir.path()).unwrap();
+        let mut q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
         let paths: Vec<PathBuf> = (0..REWRITE_AFTER_LINES).map(|i| PathBuf::from(format!("/f{i}"))).collect();
         // The same files scanned over and over (a folder re-scanned at every start).
         for _ in 0..3 {
@@ -186,7 +201,7 @@ mod tests {
         }
         let lines = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap().lines().count();
         assert!(lines <= 4 * REWRITE_AFTER_LINES, "{lines} lines: the log is rewritten as it grows");
-        let q = JobQueue::open(dir.path()).unwrap();
+        let q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
         assert_eq!(q.pending(), vec![PathBuf::from("/f0")]);
     }
 }

@@ -31,6 +31,7 @@ pub use quire_ingest::isolate::Isolation;
 pub use memory::MemoryBudget;
 pub use quire_llm::ModelFootprint;
 pub use quire_index::{DocumentRecord, SearchHit, SearchMode};
+pub use quire_vault::{api_token, write_private, KeyAccess, KeyInfo, KeyStore, Secret, Vault, VaultError};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -49,6 +50,9 @@ pub struct EngineConfig {
     /// Load PDF, DOCX and EPUB files in a child process with these limits (`None`: in this
     /// process, where a parser that loops or exhausts memory takes the process with it).
     pub loader: Option<Isolation>,
+    /// Where the collection's encryption key comes from (`KeyAccess::from_env`: the OS
+    /// keychain, or `QUIRE_PASSPHRASE`).
+    pub keys: KeyAccess,
 }
 
 /// Passages shown to the model per question. Three, not five: on the sample documents' question
@@ -96,6 +100,7 @@ impl EngineConfig {
             top_k: DEFAULT_TOP_K,
             max_answer_tokens: 512,
             loader: Some(Isolation::current_exe()?),
+            keys: KeyAccess::from_env(),
         })
     }
 }
@@ -195,6 +200,9 @@ pub struct Engine {
     /// Resident memory just before the answer model loaded: the base of the memory prediction.
     rss_before_llm: std::sync::atomic::AtomicU64,
     reranker: std::sync::RwLock<Option<Arc<dyn Rerank>>>,
+    vault: std::sync::Mutex<Vault>,
+    /// Held by ingestion and by resealing, which must not interleave.
+    writing: tokio::sync::Mutex<()>,
 }
 
 /// A second pass over the passages hybrid search found (a cross-encoder, say). It gets the
@@ -208,16 +216,22 @@ pub trait Rerank: Send + Sync {
 pub const RERANK_CANDIDATES: usize = 20;
 
 impl Engine {
-    /// Loads the embedder and opens the knowledge base; the answer model loads on first use.
+    /// Unlocks the collection's key (made on first use), loads the embedder and opens the
+    /// knowledge base; the answer model loads on first use. Data an interrupted key rotation (or
+    /// an older, unencrypted Quire) left is resealed before this returns.
     pub async fn open(config: EngineConfig) -> Result<Engine> {
         if !config.embedder_dir.join("model.safetensors").is_file() {
             return Err(missing_model(&config.embedder_dir));
         }
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("cannot create the data folder {}", config.data_dir.display()))?;
+        let (dir, keys) = (config.data_dir.clone(), config.keys.clone());
+        let (vault, protection) = tokio::task::spawn_blocking(move || Vault::unlock(&dir, &keys)).await??;
         let dir = config.embedder_dir.clone();
         let embedder = tokio::task::spawn_blocking(move || Embedder::load(&dir)).await??;
-        let kb = KnowledgeBase::open(&config.data_dir, embedder.dim()).await?;
-        let jobs = jobs::JobQueue::open(&config.data_dir)?;
-        Ok(Engine {
+        let kb = KnowledgeBase::open(&config.data_dir, embedder.dim(), protection.clone()).await?;
+        let jobs = jobs::JobQueue::open(&config.data_dir, protection)?;
+        let engine = Engine {
             config,
             embedder: Arc::new(embedder),
             kb,
@@ -226,7 +240,70 @@ impl Engine {
             removed_vectors: Default::default(),
             rss_before_llm: std::sync::atomic::AtomicU64::new(0),
             reranker: Default::default(),
-        })
+            vault: std::sync::Mutex::new(vault),
+            writing: Default::default(),
+        };
+        engine.reseal(&mut |_, _| {}, &Cancel::new()).await?;
+        Ok(engine)
+    }
+
+    /// The conversation history of this collection.
+    pub fn history(&self) -> history::History {
+        history::History::in_folder(&self.config.data_dir, self.kb.protection())
+    }
+
+    /// Where this collection's key is kept, and whether a rotation is under way.
+    pub fn key_info(&self) -> KeyInfo {
+        self.vault.lock().unwrap_or_else(|p| p.into_inner()).info()
+    }
+
+    /// Reseals what is not sealed under the current key (documents, the ingestion queue, the
+    /// history), then forgets the keys rotated away from. Each document is committed on its
+    /// own: an interruption loses nothing, and the next call (or the next `open`) goes on.
+    /// `progress` gets (documents done, documents to do). Returns how many were resealed.
+    pub async fn reseal(&self, progress: &mut (dyn FnMut(usize, usize) + Send), cancel: &Cancel) -> Result<usize> {
+        let _writing = self.writing.lock().await;
+        let rotating = !self.key_info().rotating_from.is_empty();
+        let docs = self.kb.documents_to_reseal().await?;
+        if docs.is_empty() && !rotating {
+            return Ok(0);
+        }
+        for (i, doc) in docs.iter().enumerate() {
+            progress(i, docs.len());
+            if cancel.is_cancelled() {
+                return Ok(i);
+            }
+            self.kb.reseal(doc).await.with_context(|| format!("cannot reseal {}", doc.path))?;
+        }
+        progress(docs.len(), docs.len());
+        let protection = self.kb.protection();
+        self.jobs(|q| q.reseal(protection.clone()))?;
+        self.history().reseal(protection)?;
+        // Old table versions still hold what was sealed under the old key (or stored plain):
+        // compacted away and deleted.
+        self.kb.refresh_indexes().await?;
+        self.kb.optimize(std::time::Duration::ZERO).await?;
+        self.vault.lock().unwrap_or_else(|p| p.into_inner()).finish_rotation()?;
+        Ok(docs.len())
+    }
+
+    /// Replaces the collection's key: a new key is made and stored where the old one is, new
+    /// writes use it at once, and everything is resealed under it (`reseal`). Interrupted, the
+    /// rotation goes on at the next `reseal` or `open`; the old key is kept until it is done.
+    pub async fn rotate_key(&self, progress: &mut (dyn FnMut(usize, usize) + Send), cancel: &Cancel) -> Result<usize> {
+        {
+            let _writing = self.writing.lock().await;
+            let keys = self.config.keys.clone();
+            let protection = self.vault.lock().unwrap_or_else(|p| p.into_inner()).rotate(&keys)?;
+            self.kb.set_protection(protection);
+        }
+        self.reseal(progress, cancel).await
+    }
+
+    /// A backup of this collection's keys, sealed under `backup_passphrase` (JSON, to keep
+    /// somewhere safe: with it, `Vault::import` restores a lost keychain entry).
+    pub fn export_key(&self, backup_passphrase: &Secret) -> Result<String> {
+        Ok(self.vault.lock().unwrap_or_else(|p| p.into_inner()).export(&self.config.keys, backup_passphrase)?)
     }
 
     /// Installs (or, with `None`, removes) the reranker `retrieve` applies.
@@ -268,7 +345,7 @@ impl Engine {
 
     /// Removes a document by its path; returns whether it was in the knowledge base.
     pub async fn remove(&self, path: &Path) -> Result<bool> {
-        let doc_id = ingestion::document_id(&ingestion::canonical(path));
+        let doc_id = ingestion::document_id(&self.kb, &ingestion::canonical(path));
         self.kb.remove_document(&doc_id).await
     }
 
@@ -363,6 +440,7 @@ impl Engine {
         on_event: &mut (dyn FnMut(Event) + Send),
         cancel: &Cancel,
     ) -> Result<IngestReport> {
+        let _writing = self.writing.lock().await;
         ingestion::ingest(self, paths, on_event, cancel).await
     }
 

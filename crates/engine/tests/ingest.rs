@@ -12,6 +12,7 @@ async fn engine(data: &std::path::Path) -> Engine {
         top_k: 4,
         max_answer_tokens: 256,
         loader: None,
+        keys: quire_engine::KeyAccess::passphrase("test passphrase"),
     };
     Engine::open(config).await.unwrap()
 }
@@ -92,6 +93,7 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
         top_k: 3,
         max_answer_tokens: 200,
         loader: None,
+        keys: quire_engine::KeyAccess::passphrase("test passphrase"),
     };
     let engine = Engine::open(config).await.unwrap();
     engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}, &Cancel::new()).await.unwrap();

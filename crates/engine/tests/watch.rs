@@ -21,6 +21,7 @@ async fn engine(data: &Path) -> Engine {
         top_k: 4,
         max_answer_tokens: 64,
         loader: None,
+        keys: quire_engine::KeyAccess::passphrase("test passphrase"),
     };
     Engine::open(config).await.unwrap()
 }

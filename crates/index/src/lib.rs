@@ -2,8 +2,17 @@
 //! (text, place in the source, and the embedding as FixedSizeList<Float32, dim>).
 //!
 //! Search is dense (cosine over the embeddings: exact below `HNSW_MIN_ROWS` chunks, an
-//! IVF_HNSW_SQ index above), BM25 over the chunk text (LanceDB's inverted index), or hybrid:
-//! both lists fused by reciprocal rank. The caller embeds; this crate never runs a model.
+//! IVF_HNSW_SQ index above), BM25 (LanceDB's inverted index over the chunks' `terms`), or
+//! hybrid: both lists fused. The caller embeds; this crate never runs a model.
+//!
+//! Encryption at rest (`Protection`): document paths, file hashes and chunk text are stored
+//! sealed; document ids and chunk hashes are keyed fingerprints. For BM25 each chunk's text is
+//! analysed here with LanceDB's own English analyser (the one its index would apply: split,
+//! lowercase, stem, stop words, ASCII folding) and each term stored blinded (a keyed tag) in
+//! `terms`, which the inverted index then takes word for word: the same statistics, so the same
+//! ranking, as an index over the plain words, and no word on disk. Vectors stay plain.
+//! Rows record the key that sealed them (`sealed_by`), so a key rotation reseals what is left
+//! after an interruption.
 //!
 //! Crash safety rests on one invariant: **a document row exists only when all its chunks are
 //! stored.** Writes go chunks first, document rows last (the commit); removals go document rows
@@ -28,8 +37,12 @@ use lancedb::index::Index;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use lancedb::table::{Duration, NewColumnTransform, OptimizeAction};
 use lancedb::{DistanceType, Table};
+use lance_index::scalar::inverted::tokenizer::document_tokenizer::LanceTokenizer;
+use lance_tokenizer::TokenStream;
 use serde::Serialize;
 use ts_rs::TS;
+
+pub use quire_vault::{DataKey, Protection};
 
 /// Below this many chunks an exact scan is fast (a few ms) and an ANN index would not pay.
 pub const HNSW_MIN_ROWS: usize = 5_000;
@@ -133,6 +146,21 @@ pub struct KnowledgeBase {
     documents: Table,
     chunks: Table,
     dim: usize,
+    /// Swapped when a key rotation starts (new writes under the new key).
+    protection: std::sync::RwLock<Protection>,
+    /// LanceDB's default English analyser, applied here before blinding.
+    analyser: std::sync::Mutex<Box<dyn LanceTokenizer>>,
+}
+
+/// The index over `terms`: the words are already analysed (and blinded), so it only splits.
+fn terms_index() -> FtsIndexBuilder {
+    FtsIndexBuilder::default()
+        .base_tokenizer("whitespace".into())
+        .max_token_length(None)
+        .lower_case(false)
+        .stem(false)
+        .remove_stop_words(false)
+        .ascii_folding(false)
 }
 
 fn documents_schema() -> SchemaRef {
@@ -146,6 +174,7 @@ fn documents_schema() -> SchemaRef {
         Field::new("chunks", DataType::UInt32, false),
         Field::new("ingested_at_ms", DataType::Int64, false),
         Field::new("modified_ms", DataType::Int64, true),
+        Field::new("sealed_by", DataType::Utf8, true),
     ]))
 }
 
@@ -160,6 +189,7 @@ fn chunks_schema(dim: usize) -> SchemaRef {
         Field::new("tokens", DataType::UInt32, false),
         Field::new("text", DataType::Utf8, false),
         Field::new("chunk_hash", DataType::Utf8, false),
+        Field::new("terms", DataType::Utf8, true),
         Field::new(
             "vector",
             DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dim as i32),
@@ -175,7 +205,7 @@ fn sql_str(s: &str) -> String {
 
 impl KnowledgeBase {
     /// Opens (or creates) the knowledge base in `dir` for embeddings of `dim` dimensions.
-    pub async fn open(dir: &Path, dim: usize) -> Result<KnowledgeBase> {
+    pub async fn open(dir: &Path, dim: usize, protection: Protection) -> Result<KnowledgeBase> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the data folder {}", dir.display()))?;
         let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
@@ -204,22 +234,65 @@ impl KnowledgeBase {
         // Made before chunk hashes were kept: an empty hash never matches, so old chunks are
         // simply not reused; they are replaced as their files change.
         add_missing_column(&chunks, "chunk_hash", "''").await?;
+        // Made before encryption: no blind terms and no sealing key; such documents are
+        // resealed (`documents_to_reseal`), and their text's old index is dropped.
+        add_missing_column(&chunks, "terms", "''").await?;
+        add_missing_column(&documents, "sealed_by", "''").await?;
+        for index in chunks.list_indices().await? {
+            if index.columns.iter().any(|c| c == "text") {
+                chunks.drop_index(&index.name).await?;
+            }
+        }
         if stored_dim != dim {
             anyhow::bail!(
                 "this knowledge base holds {stored_dim}-d embeddings but the embedding model makes {dim}-d ones; \
                  use the model it was built with, or start a new collection (a different QUIRE_HOME)"
             );
         }
-        Ok(KnowledgeBase { documents, chunks, dim })
+        let analyser = std::sync::Mutex::new(FtsIndexBuilder::default().build()?);
+        Ok(KnowledgeBase { documents, chunks, dim, protection: std::sync::RwLock::new(protection), analyser })
     }
 
     pub fn dim(&self) -> usize {
         self.dim
     }
 
+    pub fn protection(&self) -> Protection {
+        self.protection.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Seals what is written from now on under `protection` (a rotation's new key ring).
+    pub fn set_protection(&self, protection: Protection) {
+        *self.protection.write().unwrap_or_else(|p| p.into_inner()) = protection;
+    }
+
+    /// A document's id: a keyed fingerprint of its path (16 hex digits).
+    pub fn document_id(&self, path: &str) -> String {
+        self.protection().fingerprint(path.as_bytes())[..16].to_owned()
+    }
+
+    /// A chunk text's fingerprint, the key its vector is reused by.
+    pub fn chunk_hash(&self, text: &str) -> String {
+        self.protection().fingerprint(text.as_bytes())
+    }
+
+    /// The blinded terms BM25 indexes for `text` (or searches for, given a query), space-separated.
+    pub fn blind_terms(&self, text: &str) -> String {
+        let mut analyser = self.analyser.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stream = analyser.token_stream_for_doc(text);
+        let mut out = String::with_capacity(text.len());
+        let protection = self.protection();
+        while stream.advance() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(&protection.blind(&stream.token().text));
+        }
+        out
+    }
+
     pub async fn document_by_path(&self, path: &str) -> Result<Option<DocumentRecord>> {
-        let filter = format!("path = {}", sql_str(path));
-        Ok(self.query_documents(Some(filter)).await?.into_iter().next())
+        self.document(&self.document_id(path)).await
     }
 
     pub async fn document(&self, doc_id: &str) -> Result<Option<DocumentRecord>> {
@@ -240,6 +313,7 @@ impl KnowledgeBase {
         }
         let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
         let mut out = Vec::new();
+        let protection = self.protection();
         for b in &batches {
             let s = |name: &str| str_col(b, name);
             let (ids, paths, kinds, hashes) = (s("doc_id")?, s("path")?, s("kind")?, s("content_hash")?);
@@ -249,11 +323,12 @@ impl KnowledgeBase {
             let at = col::<Int64Array>(b, "ingested_at_ms")?;
             let modified = col::<Int64Array>(b, "modified_ms")?;
             for i in 0..b.num_rows() {
+                let doc_id = ids.value(i);
                 out.push(DocumentRecord {
-                    doc_id: ids.value(i).into(),
-                    path: paths.value(i).into(),
+                    doc_id: doc_id.into(),
+                    path: protection.open(&path_context(doc_id), paths.value(i))?,
                     kind: kinds.value(i).into(),
-                    content_hash: hashes.value(i).into(),
+                    content_hash: protection.open(&hash_context(doc_id), hashes.value(i))?,
                     bytes: bytes.value(i),
                     pages: pages.value(i),
                     chunks: chunks.value(i),
@@ -291,7 +366,7 @@ impl KnowledgeBase {
         if !chunks.is_empty() {
             self.chunks.add(self.chunk_batch(chunks)?).execute().await?;
         }
-        self.documents.add(document_batch(docs)?).execute().await?;
+        self.documents.add(self.document_batch(docs)?).execute().await?;
         Ok(())
     }
 
@@ -326,6 +401,74 @@ impl KnowledgeBase {
             self.chunks.delete(&filter).await?;
         }
         Ok(existed)
+    }
+
+    /// Documents not sealed under the current key: made before encryption, or under a key being
+    /// rotated away from. `reseal` each to finish the migration or rotation.
+    pub async fn documents_to_reseal(&self) -> Result<Vec<DocumentRecord>> {
+        let filter = format!("sealed_by IS NULL OR sealed_by != {}", sql_str(self.protection().key_id()));
+        self.query_documents(Some(filter)).await
+    }
+
+    /// Rewrites a document and its chunks under the current key: new id and chunk hashes (keyed
+    /// fingerprints), text and path sealed anew, blind terms made again; vectors kept. The new
+    /// rows are committed before the old ones go, so an interruption leaves the document
+    /// readable (under the old key, or both), and doing it again finishes it.
+    pub async fn reseal(&self, doc: &DocumentRecord) -> Result<()> {
+        let old_id = doc.doc_id.clone();
+        let new_id = self.document_id(&doc.path);
+        let mut chunks = self.chunk_records_of(&old_id).await?;
+        for c in &mut chunks {
+            c.doc_id = new_id.clone();
+            c.hash = self.chunk_hash(&c.text);
+        }
+        let new_doc = DocumentRecord { doc_id: new_id.clone(), ..doc.clone() };
+        self.commit(std::slice::from_ref(&new_doc), &chunks).await?;
+        if new_id != old_id {
+            self.remove_documents(&[&old_id]).await?;
+        }
+        Ok(())
+    }
+
+    /// A document's chunks in full (text opened, vectors included), in order.
+    pub async fn chunk_records_of(&self, doc_id: &str) -> Result<Vec<ChunkRecord>> {
+        let batches: Vec<RecordBatch> = self
+            .chunks
+            .query()
+            .only_if(format!("doc_id = {}", sql_str(doc_id)))
+            .select(Select::columns(&["chunk_id", "doc_id", "seq", "page", "start", "end", "tokens", "text", "chunk_hash", "vector"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        let mut out = Vec::new();
+        let protection = self.protection();
+        for b in &batches {
+            let (ids, texts, hashes) = (str_col(b, "chunk_id")?, str_col(b, "text")?, str_col(b, "chunk_hash")?);
+            let seqs = col::<UInt32Array>(b, "seq")?;
+            let pages = col::<UInt32Array>(b, "page")?;
+            let starts = col::<UInt64Array>(b, "start")?;
+            let ends = col::<UInt64Array>(b, "end")?;
+            let tokens = col::<UInt32Array>(b, "tokens")?;
+            let vectors = col::<FixedSizeListArray>(b, "vector")?;
+            for i in 0..b.num_rows() {
+                let values = vectors.value(i);
+                let values = values.as_any().downcast_ref::<Float32Array>().context("vector values are not f32")?;
+                out.push(ChunkRecord {
+                    doc_id: doc_id.to_owned(),
+                    hash: hashes.value(i).into(),
+                    seq: seqs.value(i),
+                    page: (!pages.is_null(i)).then(|| pages.value(i)),
+                    start: starts.value(i),
+                    end: ends.value(i),
+                    tokens: tokens.value(i),
+                    text: protection.open(&text_context(ids.value(i)), texts.value(i))?,
+                    vector: values.values().to_vec(),
+                });
+            }
+        }
+        out.sort_by_key(|c| c.seq);
+        Ok(out)
     }
 
     /// Every stored chunk's id, document and text hash (no text, no vector).
@@ -405,15 +548,12 @@ impl KnowledgeBase {
         }
         let indices = self.chunks.list_indices().await?;
         let has = |col: &str| indices.iter().any(|i| i.columns.iter().any(|c| c == col));
-        let (has_fts, has_vector) = (has("text"), has("vector"));
+        let (has_fts, has_vector) = (has("terms"), has("vector"));
         if has_fts || has_vector {
             self.chunks.optimize(OptimizeAction::Index(Default::default())).await?;
         }
         if !has_fts {
-            self.chunks
-                .create_index(&["text"], Index::FTS(FtsIndexBuilder::default()))
-                .execute()
-                .await?;
+            self.chunks.create_index(&["terms"], Index::FTS(terms_index())).execute().await?;
         }
         if !has_vector && rows >= HNSW_MIN_ROWS {
             let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine);
@@ -481,11 +621,11 @@ impl KnowledgeBase {
     }
 
     pub async fn search_bm25(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
-        let terms = query.trim();
+        let terms = self.blind_terms(query);
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let fts = FullTextSearchQuery::new(terms.to_owned()).with_column("text".into())?;
+        let fts = FullTextSearchQuery::new(terms).with_column("terms".into())?;
         let batches: Vec<RecordBatch> = match self
             .chunks
             .query()
@@ -530,6 +670,7 @@ impl KnowledgeBase {
         for c in chunks {
             anyhow::ensure!(c.vector.len() == self.dim, "chunk {} has a {}-d vector, expected {}", c.id(), c.vector.len(), self.dim);
         }
+        let protection = self.protection();
         let values = Float32Array::from_iter_values(chunks.iter().flat_map(|c| c.vector.iter().copied()));
         let vectors = FixedSizeListArray::try_new(
             Arc::new(Field::new("item", DataType::Float32, true)),
@@ -547,8 +688,9 @@ impl KnowledgeBase {
                 Arc::new(UInt64Array::from_iter_values(chunks.iter().map(|c| c.start))),
                 Arc::new(UInt64Array::from_iter_values(chunks.iter().map(|c| c.end))),
                 Arc::new(UInt32Array::from_iter_values(chunks.iter().map(|c| c.tokens))),
-                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.text.as_str()))),
+                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| protection.seal(&text_context(&c.id()), &c.text)))),
                 Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.hash.as_str()))),
+                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| self.blind_terms(&c.text)))),
                 Arc::new(vectors),
             ],
         )?)
@@ -558,6 +700,7 @@ impl KnowledgeBase {
     async fn hits(&self, batches: &[RecordBatch], score_col: &str, score: impl Fn(f32) -> f32) -> Result<Vec<SearchHit>> {
         let paths: HashMap<String, String> =
             self.documents().await?.into_iter().map(|d| (d.doc_id, d.path)).collect();
+        let protection = self.protection();
         let mut out = Vec::new();
         for b in batches {
             let ids = str_col(b, "chunk_id")?;
@@ -570,15 +713,16 @@ impl KnowledgeBase {
             let scores = b.column_by_name(score_col).and_then(|c| c.as_any().downcast_ref::<Float32Array>());
             for i in 0..b.num_rows() {
                 let doc_id = docs.value(i).to_string();
+                let chunk_id = ids.value(i);
                 out.push(SearchHit {
-                    chunk_id: ids.value(i).into(),
+                    text: protection.open(&text_context(chunk_id), texts.value(i))?,
+                    chunk_id: chunk_id.into(),
                     path: paths.get(&doc_id).cloned().unwrap_or_default(),
                     doc_id,
                     seq: seqs.value(i),
                     page: (!pages.is_null(i)).then(|| pages.value(i)),
                     start: starts.value(i),
                     end: ends.value(i),
-                    text: texts.value(i).into(),
                     score: scores.map(|s| score(s.value(i))).unwrap_or(0.0),
                 });
             }
@@ -614,22 +758,40 @@ fn doc_id_filter(ids: &[&str]) -> String {
     format!("doc_id IN ({})", ids.iter().map(|id| sql_str(id)).collect::<Vec<_>>().join(", "))
 }
 
-fn document_batch(docs: &[DocumentRecord]) -> Result<RecordBatch> {
-    let strs = |f: fn(&DocumentRecord) -> &str| Arc::new(StringArray::from_iter_values(docs.iter().map(f)));
-    Ok(RecordBatch::try_new(
-        documents_schema(),
-        vec![
-            strs(|d| &d.doc_id),
-            strs(|d| &d.path),
-            strs(|d| &d.kind),
-            strs(|d| &d.content_hash),
-            Arc::new(UInt64Array::from_iter_values(docs.iter().map(|d| d.bytes))),
-            Arc::new(UInt32Array::from_iter_values(docs.iter().map(|d| d.pages))),
-            Arc::new(UInt32Array::from_iter_values(docs.iter().map(|d| d.chunks))),
-            Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.ingested_at_ms))),
-            Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.modified_ms))),
-        ],
-    )?)
+/// Where a sealed value belongs (its associated data): a value moved elsewhere fails to open.
+fn path_context(doc_id: &str) -> String {
+    format!("document path {doc_id}")
+}
+
+fn hash_context(doc_id: &str) -> String {
+    format!("document hash {doc_id}")
+}
+
+fn text_context(chunk_id: &str) -> String {
+    format!("chunk text {chunk_id}")
+}
+
+impl KnowledgeBase {
+    fn document_batch(&self, docs: &[DocumentRecord]) -> Result<RecordBatch> {
+        let strs = |f: &dyn Fn(&DocumentRecord) -> String| Arc::new(StringArray::from_iter_values(docs.iter().map(f)));
+        let protection = self.protection();
+        let p = &protection;
+        Ok(RecordBatch::try_new(
+            documents_schema(),
+            vec![
+                strs(&|d| d.doc_id.clone()),
+                strs(&|d| p.seal(&path_context(&d.doc_id), &d.path)),
+                strs(&|d| d.kind.clone()),
+                strs(&|d| p.seal(&hash_context(&d.doc_id), &d.content_hash)),
+                Arc::new(UInt64Array::from_iter_values(docs.iter().map(|d| d.bytes))),
+                Arc::new(UInt32Array::from_iter_values(docs.iter().map(|d| d.pages))),
+                Arc::new(UInt32Array::from_iter_values(docs.iter().map(|d| d.chunks))),
+                Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.ingested_at_ms))),
+                Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.modified_ms))),
+                strs(&|_| p.key_id().to_owned()),
+            ],
+        )?)
+    }
 }
 
 fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T> {

@@ -12,4 +12,8 @@ model_preloading: boolean,
 /**
  * What is missing or wrong, in plain words, with what to do about it.
  */
-problems: Array<string>, watched_folders: Array<string>, ingesting: boolean, };
+problems: Array<string>, watched_folders: Array<string>, ingesting: boolean, 
+/**
+ * The local API's port when it is on.
+ */
+local_api_port: number | null, };

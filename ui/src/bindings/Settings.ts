@@ -16,4 +16,8 @@ watched_folders: Array<string>,
 /**
  * Load the answer model at start, so the first answer does not wait for it.
  */
-preload_model: boolean, };
+preload_model: boolean, 
+/**
+ * The local OpenAI-compatible API's port on 127.0.0.1; `None`: off (the default).
+ */
+local_api_port: number | null, };
