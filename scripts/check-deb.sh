@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the .deb that scripts/bundle.sh built, starts the installed app under Xvfb with an
 # empty home and the installed models, checks that it is running and has opened its collection
-# (the knowledge base folder exists), then removes the package.
+# (the knowledge base folder exists, with its key made and stored: run it where there is a
+# keychain, or inside scripts/keyring-session.sh as CI does), then removes the package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quire/target}"
@@ -19,7 +20,7 @@ runner=$!
 sleep 15
 # -x: the process named quire-app, not xvfb-run, whose arguments also name it (killing
 # xvfb-run would leave its Xvfb behind).
-if pgrep -x quire-app >/dev/null && [ -d "$home/index" ]; then
+if pgrep -x quire-app >/dev/null && [ -d "$home/index/chunks.lance" ] && [ -f "$home/index/vault.json" ]; then
   echo "the installed app is running after 15 s and has opened its collection in $home/index"
   status=0
 else

@@ -173,6 +173,16 @@ impl App {
         self.cmd("POST", &format!("/element/{id}/click"), Some(json!({})));
     }
 
+    /// Fills a password field. WebKitWebDriver refuses to type into or click password fields
+    /// ("element not interactable", while the same field as type=text takes keys), so the value
+    /// is set as the page's own input event would leave it.
+    fn fill_password(&self, css: &str, text: &str) {
+        self.js(
+            "const e = document.querySelector(arguments[0]); e.focus(); e.value = arguments[1]; e.dispatchEvent(new Event('input', {bubbles: true}));",
+            json!([css, text]),
+        );
+    }
+
     fn type_into(&self, css: &str, text: &str) {
         let id = self.find(css);
         self.cmd("POST", &format!("/element/{id}/value"), Some(json!({"text": text})));
@@ -590,4 +600,43 @@ fn the_ipc_refuses_what_the_ui_was_not_granted_and_nothing_leaves_the_machine() 
     eprintln!("{local} loopback connection calls traced (WebDriver), {} to elsewhere", outside.len());
     assert!(local > 0, "the trace saw the WebDriver connections, so it would see others");
     assert!(outside.is_empty(), "connections off this machine: {outside:#?}");
+}
+
+/// On a machine with no keychain the app asks for a passphrase instead, and keeps the key sealed
+/// under it; locking drops it, a wrong passphrase is refused and the right one opens again.
+#[test]
+fn without_a_keychain_a_passphrase_protects_the_collection() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    let no_keychain = [("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")];
+    let app = App::start_with_models(smollm2_settings(), &quire_models::models_dir().unwrap(), &no_keychain);
+    let reason = app.wait_until("the lock screen asking for a passphrase", Duration::from_secs(120), |a| {
+        (a.attr("#lock-screen", "hidden").is_none() && a.attr("#unlock-passphrase-label", "hidden").is_none()).then(|| a.text("#lock-reason"))
+    });
+    eprintln!("lock screen: {reason}");
+    assert!(reason.contains("no OS keychain"), "{reason}");
+    app.screenshot("12-no-keychain-passphrase.png");
+    app.fill_password("#unlock-passphrase-input", "correct horse battery");
+    app.click("#unlock-button");
+    app.wait_until("the collection open under the passphrase", Duration::from_secs(120), |a| {
+        let e = a.text("#lock-error");
+        assert!(e.is_empty(), "unlocking failed: {e}");
+        (a.attr("#lock-screen", "hidden").is_some()).then_some(())
+    });
+    app.wait_ready();
+    let key = app.invoke("key_status", json!({})).unwrap();
+    assert_eq!(key["store"], "passphrase", "{key}");
+
+    app.click("#lock-button");
+    app.wait_until("the lock screen", Duration::from_secs(20), |a| a.attr("#unlock-passphrase-label", "hidden").is_none().then_some(()));
+    app.fill_password("#unlock-passphrase-input", "wrong horse");
+    app.click("#unlock-button");
+    let error = app.wait_until("the wrong-passphrase error", Duration::from_secs(30), |a| {
+        let e = a.text("#lock-error");
+        (!e.is_empty()).then_some(e)
+    });
+    assert!(error.contains("wrong passphrase"), "{error}");
+    app.fill_password("#unlock-passphrase-input", "correct horse battery");
+    app.click("#unlock-button");
+    app.wait_ready();
+    assert!(app.attr("#lock-screen", "hidden").is_some(), "unlocked");
 }

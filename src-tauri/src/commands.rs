@@ -220,7 +220,8 @@ pub async fn switch_collection(app: AppHandle, state: State<'_, AppState>, name:
     state.update_settings(|s| s.collection = name).map_err(say)?;
     let result = state.open_engine().await;
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
-    result.map(|_| ()).map_err(say)
+    preload(&app, result.map_err(say)?);
+    Ok(())
 }
 
 /// Picks the answer (target) and draft GGUF files; `None` keeps the default. Refuses a file that
@@ -244,7 +245,7 @@ pub async fn set_models(app: AppHandle, state: State<'_, AppState>, target: Opti
         .map_err(say)?;
     let result = state.open_engine().await;
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
-    result.map_err(say)?;
+    preload(&app, result.map_err(say)?);
     Ok(SetModelsResult { warnings })
 }
 
@@ -304,6 +305,22 @@ pub fn hide_quick_ask(app: AppHandle) -> Reply<()> {
     Ok(())
 }
 
+/// Loads the answer model in the background after the collection was (re)opened, when the
+/// settings ask for preloading, so the first answer does not wait for it.
+fn preload(app: &AppHandle, engine: std::sync::Arc<quire_engine::Engine>) {
+    let state = app.state::<AppState>();
+    if !state.settings().preload_model || !engine.config().llm_path.is_file() {
+        return;
+    }
+    let app = app.clone();
+    tauri::async_runtime::spawn(async move {
+        if let Err(e) = engine.llm().await {
+            eprintln!("the answer model did not load: {e:#}");
+        }
+        let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    });
+}
+
 /// Where the open collection's key is kept.
 #[tauri::command]
 pub async fn key_status(state: State<'_, AppState>) -> Reply<quire_engine::KeyInfo> {
@@ -326,7 +343,8 @@ pub async fn unlock(app: AppHandle, state: State<'_, AppState>, passphrase: Opti
     }
     let result = state.open_engine().await;
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
-    result.map(|_| ()).map_err(say)
+    preload(&app, result.map_err(say)?);
+    Ok(())
 }
 
 /// Replaces the collection's key and reseals everything under it; returns how many documents
@@ -384,7 +402,8 @@ pub async fn import_key(app: AppHandle, state: State<'_, AppState>, backup_passp
         .map_err(|e| e.to_string())?;
     let result = state.open_engine().await;
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
-    result.map(|_| true).map_err(say)
+    preload(&app, result.map_err(say)?);
+    Ok(true)
 }
 
 /// Starts (on `port`) or stops the local OpenAI-compatible API, and remembers the choice.
