@@ -567,6 +567,24 @@ fn the_ipc_refuses_what_the_ui_was_not_granted_and_nothing_leaves_the_machine() 
     let status = app.invoke("app_status", json!({})).unwrap();
     assert_eq!(status["documents"].as_array().unwrap().len(), documents, "nothing was removed");
 
+    // The local API: off by default; on, it answers on the loopback with its token only; off
+    // again, it stops listening.
+    assert!(status["local_api_port"].is_null(), "the local API is off by default");
+    let port = free_port();
+    let api = app.invoke("set_local_api", json!({"port": port})).unwrap();
+    let (address, token) = (api["address"].as_str().unwrap().to_string(), api["token"].as_str().unwrap().to_string());
+    assert_eq!(address, format!("http://127.0.0.1:{port}/v1"));
+    let models = |token: &str| match ureq::get(&format!("{address}/models")).set("Authorization", &format!("Bearer {token}")).call() {
+        Ok(r) => (r.status(), r.into_string().unwrap()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
+        Err(e) => (0, e.to_string()),
+    };
+    assert_eq!(models(&token).0, 200);
+    assert_eq!(models("not the token").0, 401);
+    app.invoke("set_local_api", json!({"port": null})).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(models(&token).0, 0, "stopped: nothing listens on {port}");
+
     // Lock: the collection closes and commands that need it say so; unlock brings it back.
     let key = app.invoke("key_status", json!({})).unwrap();
     assert_eq!(key["store"], "keychain", "{key}");

@@ -77,8 +77,8 @@ fn ingest_then_ask_with_the_tiny_model() {
 /// The answer evaluation of issue 6 on the default answer model: 44 questions over the sample
 /// documents whose answers were located by hand (tests/eval/sample-docs-answers.jsonl), asked
 /// through the whole pipeline. Prints the report (recorded in BENCHMARKS.md) and holds what was
-/// reached: parse, retrieved-only citations and verbatim quotes at their goals; gold-page
-/// citations at a floor under the measured 75.0 % (the goal, 80 %, is not reached yet).
+/// reached: parse, retrieved-only citations, verbatim quotes and gold-page citations at their
+/// goals (gold pages measured 84.1 %; greedy decoding on Quire's decoder is deterministic).
 #[test]
 fn answer_evaluation_on_the_sample_documents() {
     let home = Home::new();
@@ -159,10 +159,11 @@ fn speculative_answers_equal_plain_answers_on_30_questions() {
 
 /// The issue's goal for verbatim quotes (the schema makes it 100 %).
 const QUOTE_GOAL: f64 = 0.95;
-/// Measured 0.727 (mistral.rs) and 0.750 (Quire's decoder) with the default model, greedy; the
-/// goal is 0.80. A fall below this floor is a
-/// regression in retrieval, prompt or citation schema.
-const GOLD_PAGE_FLOOR: f64 = 0.65;
+/// The issue's goal. Measured 0.727 (mistral.rs), 0.750 (Quire's decoder), 0.841 once a
+/// citation whose quote does not support the answer moves to the sentence that does
+/// (`answer::better_support`). A fall below it is a regression in retrieval, prompt, citation
+/// schema or support check.
+const GOLD_PAGE_FLOOR: f64 = 0.80;
 
 /// A question set whose evidence is not on its gold page is refused before any model runs: the
 /// scores would measure the dataset, not Quire.

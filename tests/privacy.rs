@@ -233,13 +233,14 @@ fn the_local_api_answers_this_machine_with_its_token_only() {
     assert_eq!(text(&home.quire(&["key", "api-token"]).stdout).trim(), token, "the same token every time");
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut server = home
-        .command(env!("CARGO_BIN_EXE_quire"), &["serve", "--port", &port.to_string(), "--model", "smollm2-135m"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = Killed(
+        home.command(env!("CARGO_BIN_EXE_quire"), &["serve", "--port", &port.to_string(), "--model", "smollm2-135m"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.0.stdout.take().unwrap()), &mut line).unwrap();
     assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
     let host = format!("127.0.0.1:{port}");
 
@@ -260,7 +261,8 @@ fn the_local_api_answers_this_machine_with_its_token_only() {
     assert_eq!(status, 200, "{body}");
     let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
     let content = reply["choices"][0]["message"]["content"].as_str().unwrap();
-    assert!(content.contains("Sources:") && content.contains("tokio-README.md"), "{content}");
+    // The tiny model's answer need not be right; the reply must carry its cited sources.
+    assert!(content.contains("Sources:\n[") && content.contains("README.md"), "{content}");
     assert!(!reply["citations"].as_array().unwrap().is_empty());
 
     // Streamed: server-sent events ending in [DONE].
@@ -274,5 +276,15 @@ fn the_local_api_answers_this_machine_with_its_token_only() {
     for ip in others.split_whitespace().filter_map(|a| a.parse::<std::net::IpAddr>().ok()).filter(|a| !a.is_loopback()) {
         assert!(std::net::TcpStream::connect((ip, port)).is_err(), "reachable on {ip}");
     }
-    server.kill().unwrap();
+}
+
+/// A child process killed when the test ends, passed or not (a server left running would hold
+/// the test's output open).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -94,6 +94,39 @@ pub fn answer_schema(sources: &[SearchHit]) -> serde_json::Value {
     })
 }
 
+/// A better-supported citation for an answer whose quote does not support it: when the quoted
+/// sentence shares no term with what the answer adds to the question, and a quotable sentence
+/// of the retrieved passages holds at least a third of those terms (at least one), that
+/// sentence (the first best, by passage rank) with its passage's index. Small models often
+/// answer right and then copy an unrelated sentence (BENCHMARKS.md, answer evaluation).
+/// `terms` analyses a text into its search terms (space-separated), as the index does.
+pub fn better_support(
+    question: &str,
+    answer: &str,
+    quote: &str,
+    sources: &[SearchHit],
+    terms: impl Fn(&str) -> String,
+) -> Option<(usize, String)> {
+    use std::collections::HashSet;
+    let set = |text: &str| terms(text).split_whitespace().map(str::to_owned).collect::<HashSet<String>>();
+    let asked = set(question);
+    let added: HashSet<String> = set(answer).into_iter().filter(|t| !asked.contains(t)).collect();
+    if added.is_empty() || set(quote).intersection(&added).next().is_some() {
+        return None;
+    }
+    let needed = added.len().div_ceil(3).max(1);
+    let mut best: Option<(usize, usize, String)> = None;
+    for (i, source) in sources.iter().enumerate() {
+        for sentence in quotable_spans(&source.text) {
+            let shared = set(&sentence).intersection(&added).count();
+            if shared >= needed && best.as_ref().is_none_or(|(n, _, _)| shared > *n) {
+                best = Some((shared, i, sentence));
+            }
+        }
+    }
+    best.map(|(_, i, sentence)| (i, sentence))
+}
+
 /// The passages a citation may quote from `text`: its sentences with whitespace collapsed, a
 /// sentence longer than `MAX_QUOTE_CHARS` cut at word boundaries, each once.
 pub fn quotable_spans(text: &str) -> Vec<String> {
@@ -271,6 +304,28 @@ mod tests {
         // The quote comes before the number.
         let keys: Vec<&String> = branches[1]["properties"].as_object().unwrap().keys().collect();
         assert_eq!(keys, ["quote", "chunk"]);
+    }
+
+    /// Words, lowercased, as the terms of the test (the index's analyser does more).
+    fn words(text: &str) -> String {
+        text.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 2).map(str::to_lowercase).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn an_unrelated_quote_moves_to_the_sentence_that_supports_the_answer() {
+        let sources = [
+            source("The remaining data is set by default to zero. Other options follow."),
+            source("Smith-Waterman searches are run by ssearch36. It is slower than fasta36."),
+        ];
+        let q = "Which program runs a rigorous Smith-Waterman search?";
+        // The quote says nothing of the answer: the sentence naming ssearch36 is cited instead.
+        let moved = better_support(q, "ssearch36", "The remaining data is set by default to zero.", &sources, words);
+        assert_eq!(moved, Some((1, "Smith-Waterman searches are run by ssearch36.".to_string())));
+        // A quote that holds the answer stays.
+        assert_eq!(better_support(q, "ssearch36", "Smith-Waterman searches are run by ssearch36.", &sources, words), None);
+        // An answer that only repeats the question, or that no sentence supports: unchanged.
+        assert_eq!(better_support(q, "Smith-Waterman search", "Other options follow.", &sources, words), None);
+        assert_eq!(better_support(q, "blastp", "Other options follow.", &sources, words), None);
     }
 
     #[test]

@@ -578,12 +578,21 @@ impl Engine {
                         .find_map(|s| find_quote(&s.text, &c.quote).map(|r| (s, Some(r))))
                         .unwrap_or((source, None)),
                 };
+                // A right answer with an unrelated quote: cite the sentence that says it.
+                let terms = |text: &str| self.kb.blind_terms(text);
+                let (source, quote, quote_range) = match answer::better_support(question, &raw.answer, &c.quote, &hits, terms) {
+                    Some((i, sentence)) => {
+                        let range = find_quote(&sources[i].text, &sentence);
+                        (&sources[i], sentence, range)
+                    }
+                    None => (source, c.quote.clone(), quote_range),
+                };
                 Ok(Citation {
                     number: source.number,
                     chunk_id: source.chunk_id.clone(),
                     path: source.path.clone(),
                     page: source.page,
-                    quote: c.quote.clone(),
+                    quote,
                     quote_range,
                     passage: source.text.clone(),
                 })

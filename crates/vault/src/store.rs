@@ -114,9 +114,17 @@ impl Vault {
                 let collection = random_id();
                 let key = DataKey::random();
                 let stored = store_key(&collection, &key, access)?;
-                let manifest = Manifest { version: 1, collection, current: key.id(), keys: vec![stored] };
+                let manifest = Manifest { version: 1, collection: collection.clone(), current: key.id(), keys: vec![stored] };
                 let vault = Vault { path, manifest };
-                vault.save()?;
+                // Another process opening the same new collection may have made its key first
+                // (the app and `quire list` during `quire watch`): the first manifest wins, and
+                // this process uses it.
+                if !vault.save_new()? {
+                    if matches!(vault.manifest.keys[0], StoredKey::Keychain { .. }) {
+                        keychain::delete(&collection, &key.id())?;
+                    }
+                    return Vault::unlock(dir, access);
+                }
                 return Ok((vault, Protection::sealed(&key)));
             }
             Err(e) => return Err(VaultError::Other(format!("cannot read {}: {e}", path.display()))),
@@ -267,6 +275,24 @@ impl Vault {
         Ok(vault.info())
     }
 
+    /// Writes a new collection's manifest unless one is there already; false if one was.
+    fn save_new(&self) -> Result<bool, VaultError> {
+        let fail = |e: std::io::Error| VaultError::Other(format!("cannot write {}: {e}", self.path.display()));
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(fail)?;
+        }
+        let tmp = self.path.with_extension(format!("json.{}.new", std::process::id()));
+        write_private(&tmp, serde_json::to_string_pretty(&self.manifest).expect("serialisable").as_bytes()).map_err(fail)?;
+        // A hard link fails if the name exists: creating the manifest is atomic and exclusive.
+        let linked = std::fs::hard_link(&tmp, &self.path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(fail(e)),
+        }
+    }
+
     /// Writes the manifest atomically (temporary file, synced, renamed over).
     fn save(&self) -> Result<(), VaultError> {
         let fail = |e: std::io::Error| VaultError::Other(format!("cannot write {}: {e}", self.path.display()));
@@ -330,6 +356,19 @@ struct BackupKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn collections_opened_at_once_by_two_processes_share_one_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let access = KeyAccess::passphrase("p");
+        let opened: Vec<String> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4).map(|_| s.spawn(|| Vault::unlock(dir.path(), &access).unwrap().1.key_id().to_owned())).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(opened.iter().all(|id| *id == opened[0]), "{opened:?}");
+        let (_, again) = Vault::unlock(dir.path(), &access).unwrap();
+        assert_eq!(again.key_id(), opened[0]);
+    }
 
     #[test]
     fn passphrase_collections_reopen_rotate_and_restore_from_a_backup() {
