@@ -5,7 +5,6 @@
 //! The keychain tests need a Secret Service: `scripts/test.sh` runs the suite inside
 //! `scripts/keyring-session.sh` (GNOME Keyring on a private session bus) where there is none.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -42,33 +41,6 @@ impl Home {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Every file under `dir` with its bytes.
-fn files_under(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
-}
-
-/// The files under `dir` that hold `phrase` (as UTF-8 bytes, in any letter case).
-fn files_holding(dir: &Path, phrase: &str) -> Vec<PathBuf> {
-    let needle = phrase.to_lowercase().into_bytes();
-    files_under(dir)
-        .into_iter()
-        .filter(|(_, bytes)| bytes.to_ascii_lowercase().windows(needle.len()).any(|w| w == needle.as_slice()))
-        .map(|(p, _)| p)
-        .collect()
 }
 
 /// Phrases of tokio-README.md, and its file name (paths are private too).
@@ -108,7 +80,7 @@ async fn a_grep_finds_the_phrases_in_an_unencrypted_store() {
     kb.replace_document(&doc, &[chunk]).await.unwrap();
     kb.refresh_indexes().await.unwrap();
     for phrase in PHRASES {
-        assert!(!files_holding(dir.path(), phrase).is_empty(), "a plain store shows {phrase:?}");
+        assert!(!quire_testkit::files_holding(dir.path(), phrase).is_empty(), "a plain store shows {phrase:?}");
     }
 }
 
@@ -130,9 +102,9 @@ fn data_folder_reveals_nothing_and_a_missing_key_fails_cleanly_until_restored() 
 
     // The data folder holds none of the document's words, nor its name.
     let data = home.data_dir();
-    assert!(files_under(&data).len() > 5, "the data folder has its files");
+    assert!(quire_testkit::files_under(&data).len() > 5, "the data folder has its files");
     for phrase in PHRASES {
-        assert_eq!(files_holding(&data, phrase), Vec::<PathBuf>::new(), "{phrase:?} readable in the data folder");
+        assert_eq!(quire_testkit::files_holding(&data, phrase), Vec::<PathBuf>::new(), "{phrase:?} readable in the data folder");
     }
 
     // A key backup, then the keychain entry lost.
@@ -146,7 +118,7 @@ fn data_folder_reveals_nothing_and_a_missing_key_fails_cleanly_until_restored() 
     assert!(cleared.success());
 
     // Without the key: a clear error that says what to do, and the data untouched.
-    let before = files_under(&data);
+    let before = quire_testkit::files_under(&data);
     for args in [&["search", "work-stealing scheduler"][..], &["ask", "What is Tokio?"], &["list"]] {
         let out = home.quire(args);
         assert!(!out.status.success(), "{args:?} must fail without the key");
@@ -154,7 +126,7 @@ fn data_folder_reveals_nothing_and_a_missing_key_fails_cleanly_until_restored() 
         assert!(err.contains("not in the OS keychain") && err.contains("quire key import"), "{err}");
         assert!(err.contains("nothing was changed"), "{err}");
     }
-    assert!(files_under(&data) == before, "the data folder changed while the key was missing");
+    assert!(quire_testkit::files_under(&data) == before, "the data folder changed while the key was missing");
 
     // A wrong backup passphrase restores nothing; the right one brings everything back.
     let mut bad = home.command(env!("CARGO_BIN_EXE_quire"), &["key", "import", backup.to_str().unwrap()]);

@@ -154,7 +154,7 @@ async fn an_interrupted_key_rotation_finishes_at_the_next_open_and_loses_nothing
     assert!(hits[0].path.ends_with("tokio-README.md"), "{:?}", hits.iter().map(|h| &h.path).collect::<Vec<_>>());
     // Nothing on disk is sealed under the old key any more (old table versions are pruned),
     // and the manifest has forgotten it.
-    assert_eq!(files_holding(data.path(), &format!("~q1.{old_key}.")), Vec::<String>::new());
+    assert_eq!(quire_testkit::files_holding(data.path(), &format!("~q1.{old_key}.")), Vec::<std::path::PathBuf>::new());
     let manifest = std::fs::read_to_string(data.path().join("vault.json")).unwrap();
     assert!(!manifest.contains(&old_key), "{manifest}");
     drop(engine);
@@ -201,22 +201,5 @@ async fn a_collection_stored_without_encryption_is_sealed_when_opened() {
     let hits = engine.search("work-stealing scheduler", quire_engine::SearchMode::Bm25, 3).await.unwrap();
     assert!(hits[0].path.ends_with("tokio-README.md"));
     // The plain text is gone from the folder, old table versions included.
-    assert_eq!(files_holding(data.path(), "work-stealing"), Vec::<String>::new());
-}
-
-/// Files under `dir` whose bytes contain `needle`.
-fn files_holding(dir: &std::path::Path, needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if std::fs::read(&p).unwrap().windows(needle.len()).any(|w| w == needle.as_bytes()) {
-                found.push(p.display().to_string());
-            }
-        }
-    }
-    found
+    assert_eq!(quire_testkit::files_holding(data.path(), "work-stealing"), Vec::<std::path::PathBuf>::new());
 }

@@ -192,3 +192,31 @@ pub fn encrypted_pdf() -> Vec<u8> {
 fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
+
+/// Every file under `dir` with its bytes.
+pub fn files_under(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The files under `dir` that hold `phrase` (as UTF-8 bytes, in any letter case): what someone
+/// with the disk and grep would find.
+pub fn files_holding(dir: &Path, phrase: &str) -> Vec<PathBuf> {
+    let needle = phrase.to_lowercase().into_bytes();
+    files_under(dir)
+        .into_iter()
+        .filter(|(_, bytes)| bytes.to_ascii_lowercase().windows(needle.len()).any(|w| w == needle.as_slice()))
+        .map(|(p, _)| p)
+        .collect()
+}
