@@ -645,7 +645,10 @@ fn without_a_keychain_a_passphrase_protects_the_collection() {
     assert_eq!(key["store"], "passphrase", "{key}");
 
     app.click("#lock-button");
-    app.wait_until("the lock screen", Duration::from_secs(20), |a| a.attr("#unlock-passphrase-label", "hidden").is_none().then_some(()));
+    // The passphrase field keeps its state from the last lock screen: wait for the screen itself.
+    app.wait_until("the lock screen", Duration::from_secs(20), |a| {
+        (a.attr("#lock-screen", "hidden").is_none() && a.attr("#unlock-passphrase-label", "hidden").is_none()).then_some(())
+    });
     app.fill_password("#unlock-passphrase-input", "wrong horse");
     app.click("#unlock-button");
     let error = app.wait_until("the wrong-passphrase error", Duration::from_secs(30), |a| {
