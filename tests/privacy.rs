@@ -5,7 +5,7 @@
 //! The keychain tests need a Secret Service: `scripts/test.sh` runs the suite inside
 //! `scripts/keyring-session.sh` (GNOME Keyring on a private session bus) where there is none.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 struct Home {

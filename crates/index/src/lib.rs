@@ -696,10 +696,43 @@ impl KnowledgeBase {
         )?)
     }
 
-    /// Turns result batches into hits, with document paths looked up once per document.
+    /// The paths of the given documents: only their rows are read and opened, so a search costs
+    /// the same in a collection of ten documents or of ten thousand.
+    async fn paths_of(&self, doc_ids: &[&str]) -> Result<HashMap<String, String>> {
+        if doc_ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let batches: Vec<RecordBatch> = self
+            .documents
+            .query()
+            .only_if(doc_id_filter(doc_ids))
+            .select(Select::columns(&["doc_id", "path"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        let protection = self.protection();
+        let mut out = HashMap::new();
+        for b in &batches {
+            let (ids, paths) = (str_col(b, "doc_id")?, str_col(b, "path")?);
+            for i in 0..b.num_rows() {
+                let id = ids.value(i);
+                out.insert(id.to_owned(), protection.open(&path_context(id), paths.value(i))?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Turns result batches into hits, with the paths of the documents they come from.
     async fn hits(&self, batches: &[RecordBatch], score_col: &str, score: impl Fn(f32) -> f32) -> Result<Vec<SearchHit>> {
-        let paths: HashMap<String, String> =
-            self.documents().await?.into_iter().map(|d| (d.doc_id, d.path)).collect();
+        let mut doc_ids = Vec::new();
+        for b in batches {
+            let docs = str_col(b, "doc_id")?;
+            doc_ids.extend((0..b.num_rows()).map(|i| docs.value(i)));
+        }
+        doc_ids.sort_unstable();
+        doc_ids.dedup();
+        let paths = self.paths_of(&doc_ids).await?;
         let protection = self.protection();
         let mut out = Vec::new();
         for b in batches {

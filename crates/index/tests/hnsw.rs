@@ -5,18 +5,10 @@ use quire_index::{ChunkRecord, DocumentRecord, KnowledgeBase, HNSW_MIN_ROWS};
 
 const DIM: usize = 16;
 
+mod common;
+
 fn vector(seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
-    let v: Vec<f32> = (0..DIM)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % 2000) as f32 / 1000.0 - 1.0
-        })
-        .collect();
-    let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-    v.into_iter().map(|a| a / n).collect()
+    common::vector(seed, DIM)
 }
 
 #[tokio::test(flavor = "multi_thread")]
