@@ -281,7 +281,7 @@ impl Vault {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(fail)?;
         }
-        let tmp = self.path.with_extension(format!("json.{}.new", std::process::id()));
+        let tmp = self.temporary_path();
         write_private(&tmp, serde_json::to_string_pretty(&self.manifest).expect("serialisable").as_bytes()).map_err(fail)?;
         // A hard link fails if the name exists: creating the manifest is atomic and exclusive.
         let linked = std::fs::hard_link(&tmp, &self.path);
@@ -293,13 +293,21 @@ impl Vault {
         }
     }
 
+    /// A temporary file beside the manifest, unique to this write: processes, and threads of one
+    /// process, may write the same collection's manifest at once.
+    fn temporary_path(&self) -> PathBuf {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.path.with_extension(format!("json.{}.{write}.tmp", std::process::id()))
+    }
+
     /// Writes the manifest atomically (temporary file, synced, renamed over).
     fn save(&self) -> Result<(), VaultError> {
         let fail = |e: std::io::Error| VaultError::Other(format!("cannot write {}: {e}", self.path.display()));
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(fail)?;
         }
-        let tmp = self.path.with_extension("json.tmp");
+        let tmp = self.temporary_path();
         write_private(&tmp, serde_json::to_string_pretty(&self.manifest).expect("serialisable").as_bytes()).map_err(fail)?;
         std::fs::rename(&tmp, &self.path).map_err(fail)
     }
@@ -359,15 +367,20 @@ mod tests {
 
     #[test]
     fn collections_opened_at_once_by_two_processes_share_one_key() {
-        let dir = tempfile::tempdir().unwrap();
-        let access = KeyAccess::passphrase("p");
-        let opened: Vec<String> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..4).map(|_| s.spawn(|| Vault::unlock(dir.path(), &access).unwrap().1.key_id().to_owned())).collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        assert!(opened.iter().all(|id| *id == opened[0]), "{opened:?}");
-        let (_, again) = Vault::unlock(dir.path(), &access).unwrap();
-        assert_eq!(again.key_id(), opened[0]);
+        // The window is short (between writing the candidate manifest and linking it): a few rounds.
+        for _ in 0..3 {
+            let dir = tempfile::tempdir().unwrap();
+            let access = KeyAccess::passphrase("p");
+            let opened: Vec<String> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4).map(|_| s.spawn(|| Vault::unlock(dir.path(), &access).unwrap().1.key_id().to_owned())).collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            assert!(opened.iter().all(|id| *id == opened[0]), "{opened:?}");
+            let (_, again) = Vault::unlock(dir.path(), &access).unwrap();
+            assert_eq!(again.key_id(), opened[0]);
+            let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+            assert_eq!(left, ["vault.json"], "no temporary file left behind");
+        }
     }
 
     #[test]
