@@ -277,39 +277,39 @@ impl Vault {
 
     /// Writes a new collection's manifest unless one is there already; false if one was.
     fn save_new(&self) -> Result<bool, VaultError> {
-        let fail = |e: std::io::Error| VaultError::Other(format!("cannot write {}: {e}", self.path.display()));
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(fail)?;
-        }
-        let tmp = self.temporary_path();
-        write_private(&tmp, serde_json::to_string_pretty(&self.manifest).expect("serialisable").as_bytes()).map_err(fail)?;
+        let tmp = self.write_temporary()?;
         // A hard link fails if the name exists: creating the manifest is atomic and exclusive.
         let linked = std::fs::hard_link(&tmp, &self.path);
         let _ = std::fs::remove_file(&tmp);
         match linked {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(fail(e)),
+            Err(e) => Err(self.write_failed(e)),
         }
-    }
-
-    /// A temporary file beside the manifest, unique to this write: processes, and threads of one
-    /// process, may write the same collection's manifest at once.
-    fn temporary_path(&self) -> PathBuf {
-        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.path.with_extension(format!("json.{}.{write}.tmp", std::process::id()))
     }
 
     /// Writes the manifest atomically (temporary file, synced, renamed over).
     fn save(&self) -> Result<(), VaultError> {
-        let fail = |e: std::io::Error| VaultError::Other(format!("cannot write {}: {e}", self.path.display()));
+        let tmp = self.write_temporary()?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| self.write_failed(e))
+    }
+
+    /// Writes the manifest, synced, to a temporary file beside it, unique to this write:
+    /// processes, and threads of one process, may write the same collection's manifest at once.
+    fn write_temporary(&self) -> Result<PathBuf, VaultError> {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self.path.with_extension(format!("json.{}.{write}.tmp", std::process::id()));
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(fail)?;
+            std::fs::create_dir_all(dir).map_err(|e| self.write_failed(e))?;
         }
-        let tmp = self.temporary_path();
-        write_private(&tmp, serde_json::to_string_pretty(&self.manifest).expect("serialisable").as_bytes()).map_err(fail)?;
-        std::fs::rename(&tmp, &self.path).map_err(fail)
+        write_private(&tmp, serde_json::to_string_pretty(&self.manifest).expect("serialisable").as_bytes())
+            .map_err(|e| self.write_failed(e))?;
+        Ok(tmp)
+    }
+
+    fn write_failed(&self, e: std::io::Error) -> VaultError {
+        VaultError::Other(format!("cannot write {}: {e}", self.path.display()))
     }
 }
 
