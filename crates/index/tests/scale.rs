@@ -21,7 +21,7 @@ fn median(mut times: Vec<Duration>) -> Duration {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn searches_open_only_the_paths_of_their_hits() {
+async fn every_hit_in_a_large_collection_carries_its_own_documents_path() {
     let dir = tempfile::tempdir().unwrap();
     let kb = KnowledgeBase::open(dir.path(), DIM, Protection::sealed(&DataKey::random())).await.unwrap();
     let path_of = |i: usize| format!("/home/someone/notes/topic-{i}.md");
