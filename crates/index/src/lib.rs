@@ -209,6 +209,19 @@ impl KnowledgeBase {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the data folder {}", dir.display()))?;
         let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
+        // Other processes (the app, `quire watch`, `quire list`) may open a new collection at
+        // the same moment: two creators of one table make a second "create" that overwrites the
+        // first (and fails the writes made in between), two migrations add a column twice. The
+        // tables are made and brought up to date by one opener at a time.
+        let lock_path = dir.join("tables.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .with_context(|| format!("cannot open {}", lock_path.display()))?;
+        let lock = tokio::task::spawn_blocking(move || lock.lock().map(|()| lock)).await?
+            .with_context(|| format!("cannot lock {}", lock_path.display()))?;
         let db = lancedb::connect(uri).execute().await?;
         let names = db.table_names().execute().await?;
         let open_or_create = |name: &'static str, schema: SchemaRef| {
@@ -249,6 +262,7 @@ impl KnowledgeBase {
                  use the model it was built with, or start a new collection (a different QUIRE_HOME)"
             );
         }
+        drop(lock);
         let analyser = std::sync::Mutex::new(FtsIndexBuilder::default().build()?);
         Ok(KnowledgeBase { documents, chunks, dim, protection: std::sync::RwLock::new(protection), analyser })
     }
