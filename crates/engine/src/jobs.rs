@@ -6,7 +6,8 @@
 //! Each line is sealed under the collection's key (the paths are private too).
 //! A torn last line (power lost mid-write) is ignored. When the log has grown past a few
 //! thousand lines it is rewritten (to a temporary file, then renamed over) with one line per file
-//! that still matters: queued or failed.
+//! that still matters: queued or failed. Processes sharing the collection append and rewrite
+//! one at a time (`ingest-queue.lock`, an OS file lock).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -55,25 +56,38 @@ pub struct JobQueue {
 
 impl JobQueue {
     pub fn open(dir: &Path, protection: Protection) -> Result<JobQueue> {
-        let path = dir.join(FILE_NAME);
-        let mut jobs = BTreeMap::new();
-        let mut lines = 0;
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                for line in text.lines() {
-                    lines += 1;
-                    let line = protection.open(SEAL_CONTEXT, line).unwrap_or_default();
-                    if let Ok(job) = serde_json::from_str::<Job>(&line) {
-                        jobs.insert(job.path.clone(), job);
-                    }
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("cannot read the ingestion queue {}", path.display())),
-        }
-        let mut queue = JobQueue { path, protection, jobs, lines };
+        let mut queue = JobQueue { path: dir.join(FILE_NAME), protection, jobs: BTreeMap::new(), lines: 0 };
+        let _lock = queue.lock()?;
+        queue.read()?;
         queue.rewrite_if_long()?;
         Ok(queue)
+    }
+
+    /// Other processes (the app beside `quire watch`) write the same log: appending and
+    /// rewriting are done by one of them at a time, and a rewrite starts from what is on disk,
+    /// so it keeps the lines the others added.
+    fn lock(&self) -> Result<std::fs::File> {
+        quire_index::lock_file(&self.path.with_extension("lock"))
+    }
+
+    /// Replaces what is known with what the log on disk says (the last line of a file wins).
+    fn read(&mut self) -> Result<()> {
+        self.jobs.clear();
+        self.lines = 0;
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => {
+                for line in text.lines() {
+                    self.lines += 1;
+                    let line = self.protection.open(SEAL_CONTEXT, line).unwrap_or_default();
+                    if let Ok(job) = serde_json::from_str::<Job>(&line) {
+                        self.jobs.insert(job.path.clone(), job);
+                    }
+                }
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("cannot read the ingestion queue {}", self.path.display())),
+        }
     }
 
     /// Files queued and not finished: the work an interrupted ingestion left.
@@ -114,12 +128,19 @@ impl JobQueue {
         for j in &jobs {
             text.push_str(&self.sealed_line(j)?);
         }
+        let _lock = self.lock()?;
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .read(true)
             .open(&self.path)
             .with_context(|| format!("cannot write the ingestion queue {}", self.path.display()))?;
-        file.write_all(text.as_bytes())?;
+        if ends_torn(&mut file)? {
+            // A line cut short by a crash stays on its own line, unread, not glued to this one.
+            text.insert(0, '\n');
+        }
+        file.write_all(text.as_bytes())
+            .with_context(|| format!("cannot write the ingestion queue {}", self.path.display()))?;
         self.lines += jobs.len();
         for j in jobs {
             self.jobs.insert(j.path.clone(), j);
@@ -127,9 +148,10 @@ impl JobQueue {
         self.rewrite_if_long()
     }
 
-    /// Rewrites the log once it is several times longer than what it describes.
+    /// Called holding the lock.
     fn rewrite_if_long(&mut self) -> Result<()> {
         if self.lines > REWRITE_AFTER_LINES.max(4 * self.jobs.len()) {
+            self.read()?;
             self.rewrite()?;
         }
         Ok(())
@@ -141,10 +163,14 @@ impl JobQueue {
 
     /// Rewrites the log under `protection`'s current key (after a key rotation).
     pub fn reseal(&mut self, protection: Protection) -> Result<()> {
+        let _lock = self.lock()?;
+        // The rotation's key ring opens lines under the old keys and the new one alike.
         self.protection = protection;
+        self.read()?;
         self.rewrite()
     }
 
+    /// Called holding the lock, right after `read`.
     fn rewrite(&mut self) -> Result<()> {
         self.jobs.retain(|_, j| matches!(j.state, JobState::Queued | JobState::Failed));
         let tmp = self.path.with_extension("jsonl.tmp");
@@ -157,6 +183,18 @@ impl JobQueue {
         self.lines = self.jobs.len();
         Ok(())
     }
+}
+
+/// Whether the file's last line was cut short (no newline at its end).
+fn ends_torn(file: &mut std::fs::File) -> Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if file.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8];
+    file.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
 }
 
 fn job(path: &Path, state: JobState, reason: Option<String>) -> Job {
@@ -187,6 +225,55 @@ mod tests {
         assert_eq!(q.pending(), vec![PathBuf::from("/b")]);
         assert_eq!(q.failed().len(), 1);
         assert_eq!(q.failed()[0].reason.as_deref(), Some("the file is empty"));
+    }
+
+    #[test]
+    fn a_line_written_after_a_torn_one_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
+        q.enqueue(&["/a".into()]).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join(FILE_NAME)).unwrap();
+        f.write_all(br#"{"path":"/a","sta"#).unwrap();
+        let mut q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
+        q.enqueue(&["/b".into()]).unwrap();
+        let q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
+        assert_eq!(q.pending(), vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+    }
+
+    #[test]
+    fn a_rewrite_keeps_what_another_process_queued() {
+        // Three rounds: the race it guards against is not lost every time.
+        for _ in 0..3 {
+            let dir = tempfile::tempdir().unwrap();
+            // Two queues on one folder, as the app and `quire watch` have; each thread a process.
+            let writers: Vec<_> = (0..2)
+                .map(|w| {
+                    let dir = dir.path().to_owned();
+                    std::thread::spawn(move || {
+                        let mut q = JobQueue::open(&dir, Protection::Plain).unwrap();
+                        // A folder of 100 files scanned again and again: the log grows and is
+                        // rewritten, by both. Every file but the first is done each time.
+                        for _ in 0..REWRITE_AFTER_LINES / 100 {
+                            for i in 0..100 {
+                                let path = PathBuf::from(format!("/w{w}/f{i}"));
+                                q.enqueue(std::slice::from_ref(&path)).unwrap();
+                                if i > 0 {
+                                    q.finish(&path, JobState::Indexed, None).unwrap();
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for w in writers {
+                w.join().unwrap();
+            }
+            let q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
+            assert_eq!(q.pending(), vec![PathBuf::from("/w0/f0"), PathBuf::from("/w1/f0")]);
+            let lines = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap().lines().count();
+            assert!(lines < 2 * REWRITE_AFTER_LINES, "{lines} lines: the log was rewritten");
+            assert!(!dir.path().join(FILE_NAME).with_extension("jsonl.tmp").exists());
+        }
     }
 
     #[test]

@@ -214,14 +214,7 @@ impl KnowledgeBase {
         // first (and fails the writes made in between), two migrations add a column twice. The
         // tables are made and brought up to date by one opener at a time.
         let lock_path = dir.join("tables.lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .with_context(|| format!("cannot open {}", lock_path.display()))?;
-        let lock = tokio::task::spawn_blocking(move || lock.lock().map(|()| lock)).await?
-            .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+        let lock = tokio::task::spawn_blocking(move || lock_file(&lock_path)).await??;
         let db = lancedb::connect(uri).execute().await?;
         let names = db.table_names().execute().await?;
         let open_or_create = |name: &'static str, schema: SchemaRef| {
@@ -782,6 +775,20 @@ impl KnowledgeBase {
 const HIT_COLUMNS: [&str; 8] = ["chunk_id", "doc_id", "seq", "page", "start", "end", "text", "tokens"];
 
 /// Adds a column a table made by an older Quire lacks, filled with `value` (an SQL expression).
+/// Opens (creating it if needed) and locks `path` exclusively, waiting for whoever holds it:
+/// what processes sharing a collection take before changing a file they all write. The lock
+/// goes with the returned file (and with the process, if it dies).
+pub fn lock_file(path: &Path) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    file.lock().with_context(|| format!("cannot lock {}", path.display()))?;
+    Ok(file)
+}
+
 async fn add_missing_column(table: &Table, name: &str, value: &str) -> Result<()> {
     if table.schema().await?.field_with_name(name).is_err() {
         table
