@@ -1,13 +1,14 @@
 //! Conversation history of a collection: one sealed JSON line per question and answer, appended
-//! as answers complete, so a crash loses at most the answer being written.
+//! as answers complete, so a crash loses at most the answer being written. The app and the CLI
+//! may both add to it (`LineLog`).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use crate::line_log::LineLog;
 use crate::Answer;
 use quire_index::Protection;
 
@@ -44,7 +45,7 @@ impl Exchange {
 }
 
 pub struct History {
-    path: PathBuf,
+    log: LineLog,
     protection: Protection,
 }
 
@@ -52,60 +53,50 @@ const SEAL_CONTEXT: &str = "conversation history";
 
 impl History {
     pub fn in_folder(dir: &Path, protection: Protection) -> History {
-        History { path: dir.join("history.jsonl"), protection }
+        History { log: LineLog::new(dir.join("history.jsonl")), protection }
     }
 
     /// All exchanges, oldest first. A damaged line (a crash mid-write) is skipped, not fatal.
     pub fn load(&self) -> Result<Vec<Exchange>> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", self.path.display())),
-        };
-        Ok(text
-            .lines()
+        let text = self.log.read(&self.log.lock()?)?;
+        Ok(self.exchanges(&text))
+    }
+
+    fn exchanges(&self, text: &str) -> Vec<Exchange> {
+        text.lines()
             .filter_map(|l| self.protection.open(SEAL_CONTEXT, l).ok())
             .filter_map(|l| serde_json::from_str(&l).ok())
-            .collect())
+            .collect()
+    }
+
+    fn sealed_line(exchange: &Exchange, protection: &Protection) -> Result<String> {
+        Ok(format!("{}\n", protection.seal(SEAL_CONTEXT, &serde_json::to_string(exchange)?)))
     }
 
     pub fn append(&self, exchange: &Exchange) -> Result<()> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut line = self.protection.seal(SEAL_CONTEXT, &serde_json::to_string(exchange)?);
-        line.push('\n');
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
-        file.write_all(line.as_bytes())?;
-        Ok(())
+        let line = History::sealed_line(exchange, &self.protection)?;
+        self.log.append(&line, &self.log.lock()?)
     }
 
     /// Rewrites the history under `protection`'s current key (after a key rotation).
     pub fn reseal(&self, protection: Protection) -> Result<()> {
-        let exchanges = self.load()?;
-        let resealed = History { path: self.path.with_extension("jsonl.tmp"), protection };
-        resealed.clear()?;
-        for e in &exchanges {
-            resealed.append(e)?;
+        let lock = self.log.lock()?;
+        let mut text = String::new();
+        for e in self.exchanges(&self.log.read(&lock)?) {
+            text.push_str(&History::sealed_line(&e, &protection)?);
         }
-        if exchanges.is_empty() {
-            return self.clear();
-        }
-        std::fs::rename(&resealed.path, &self.path)?;
-        Ok(())
+        self.log.replace(&text, &lock)
     }
 
     pub fn clear(&self) -> Result<()> {
-        match std::fs::remove_file(&self.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
-        }
+        self.log.replace("", &self.log.lock()?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn appends_survive_a_torn_last_line() {
@@ -122,7 +113,9 @@ mod tests {
         history.append(&e).unwrap();
         let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join("history.jsonl")).unwrap();
         f.write_all(b"{\"question\": \"torn").unwrap();
-        assert_eq!(history.load().unwrap(), vec![e.clone(), e]);
+        assert_eq!(history.load().unwrap(), vec![e.clone(), e.clone()]);
+        history.append(&e).unwrap();
+        assert_eq!(history.load().unwrap(), vec![e.clone(), e.clone(), e]);
         history.clear().unwrap();
         assert!(history.load().unwrap().is_empty());
     }

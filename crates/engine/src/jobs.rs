@@ -7,15 +7,16 @@
 //! A torn last line (power lost mid-write) is ignored. When the log has grown past a few
 //! thousand lines it is rewritten (to a temporary file, then renamed over) with one line per file
 //! that still matters: queued or failed. Processes sharing the collection append and rewrite
-//! one at a time (`ingest-queue.lock`, an OS file lock).
+//! one at a time (`LineLog`).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use quire_index::Protection;
+
+use crate::line_log::{LineLog, Locked};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
@@ -48,7 +49,7 @@ pub struct Job {
 const SEAL_CONTEXT: &str = "ingestion queue";
 
 pub struct JobQueue {
-    path: PathBuf,
+    log: LineLog,
     protection: Protection,
     jobs: BTreeMap<String, Job>,
     lines: usize,
@@ -56,38 +57,26 @@ pub struct JobQueue {
 
 impl JobQueue {
     pub fn open(dir: &Path, protection: Protection) -> Result<JobQueue> {
-        let mut queue = JobQueue { path: dir.join(FILE_NAME), protection, jobs: BTreeMap::new(), lines: 0 };
-        let _lock = queue.lock()?;
-        queue.read()?;
-        queue.rewrite_if_long()?;
+        let mut queue = JobQueue { log: LineLog::new(dir.join(FILE_NAME)), protection, jobs: BTreeMap::new(), lines: 0 };
+        let lock = queue.log.lock()?;
+        queue.read(&lock)?;
+        queue.rewrite_if_long(&lock)?;
         Ok(queue)
     }
 
-    /// Other processes (the app beside `quire watch`) write the same log: appending and
-    /// rewriting are done by one of them at a time, and a rewrite starts from what is on disk,
-    /// so it keeps the lines the others added.
-    fn lock(&self) -> Result<std::fs::File> {
-        quire_index::lock_file(&self.path.with_extension("lock"))
-    }
-
-    /// Replaces what is known with what the log on disk says (the last line of a file wins).
-    fn read(&mut self) -> Result<()> {
+    /// Replaces what is known with what the log on disk says (the last line of a file wins):
+    /// other processes may have added to it.
+    fn read(&mut self, lock: &Locked) -> Result<()> {
         self.jobs.clear();
         self.lines = 0;
-        match std::fs::read_to_string(&self.path) {
-            Ok(text) => {
-                for line in text.lines() {
-                    self.lines += 1;
-                    let line = self.protection.open(SEAL_CONTEXT, line).unwrap_or_default();
-                    if let Ok(job) = serde_json::from_str::<Job>(&line) {
-                        self.jobs.insert(job.path.clone(), job);
-                    }
-                }
-                Ok(())
+        for line in self.log.read(lock)?.lines() {
+            self.lines += 1;
+            let line = self.protection.open(SEAL_CONTEXT, line).unwrap_or_default();
+            if let Ok(job) = serde_json::from_str::<Job>(&line) {
+                self.jobs.insert(job.path.clone(), job);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("cannot read the ingestion queue {}", self.path.display())),
         }
+        Ok(())
     }
 
     /// Files queued and not finished: the work an interrupted ingestion left.
@@ -124,77 +113,50 @@ impl JobQueue {
         if jobs.is_empty() {
             return Ok(());
         }
-        let mut text = String::new();
-        for j in &jobs {
-            text.push_str(&self.sealed_line(j)?);
-        }
-        let _lock = self.lock()?;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .read(true)
-            .open(&self.path)
-            .with_context(|| format!("cannot write the ingestion queue {}", self.path.display()))?;
-        if ends_torn(&mut file)? {
-            // A line cut short by a crash stays on its own line, unread, not glued to this one.
-            text.insert(0, '\n');
-        }
-        file.write_all(text.as_bytes())
-            .with_context(|| format!("cannot write the ingestion queue {}", self.path.display()))?;
+        let text = self.sealed_lines(&jobs)?;
+        let lock = self.log.lock()?;
+        self.log.append(&text, &lock).context("cannot add to the ingestion queue")?;
         self.lines += jobs.len();
         for j in jobs {
             self.jobs.insert(j.path.clone(), j);
         }
-        self.rewrite_if_long()
+        self.rewrite_if_long(&lock)
     }
 
-    /// Called holding the lock.
-    fn rewrite_if_long(&mut self) -> Result<()> {
+    fn rewrite_if_long(&mut self, lock: &Locked) -> Result<()> {
         if self.lines > REWRITE_AFTER_LINES.max(4 * self.jobs.len()) {
-            self.read()?;
-            self.rewrite()?;
+            self.read(lock)?;
+            self.rewrite(lock)?;
         }
         Ok(())
     }
 
-    fn sealed_line(&self, job: &Job) -> Result<String> {
-        Ok(format!("{}\n", self.protection.seal(SEAL_CONTEXT, &serde_json::to_string(job)?)))
+    fn sealed_lines<'a>(&self, jobs: impl IntoIterator<Item = &'a Job>) -> Result<String> {
+        let mut text = String::new();
+        for j in jobs {
+            text.push_str(&self.protection.seal(SEAL_CONTEXT, &serde_json::to_string(j)?));
+            text.push('\n');
+        }
+        Ok(text)
     }
 
     /// Rewrites the log under `protection`'s current key (after a key rotation).
     pub fn reseal(&mut self, protection: Protection) -> Result<()> {
-        let _lock = self.lock()?;
+        let lock = self.log.lock()?;
         // The rotation's key ring opens lines under the old keys and the new one alike.
         self.protection = protection;
-        self.read()?;
-        self.rewrite()
+        self.read(&lock)?;
+        self.rewrite(&lock)
     }
 
-    /// Called holding the lock, right after `read`.
-    fn rewrite(&mut self) -> Result<()> {
+    /// One line per file that still matters; right after `read`.
+    fn rewrite(&mut self, lock: &Locked) -> Result<()> {
         self.jobs.retain(|_, j| matches!(j.state, JobState::Queued | JobState::Failed));
-        let tmp = self.path.with_extension("jsonl.tmp");
-        let mut text = String::new();
-        for j in self.jobs.values() {
-            text.push_str(&self.sealed_line(j)?);
-        }
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &self.path)?;
+        let text = self.sealed_lines(self.jobs.values())?;
+        self.log.replace(&text, lock).context("cannot rewrite the ingestion queue")?;
         self.lines = self.jobs.len();
         Ok(())
     }
-}
-
-/// Whether the file's last line was cut short (no newline at its end).
-fn ends_torn(file: &mut std::fs::File) -> Result<bool> {
-    use std::io::{Read, Seek, SeekFrom};
-    if file.metadata()?.len() == 0 {
-        return Ok(false);
-    }
-    file.seek(SeekFrom::End(-1))?;
-    let mut last = [0u8];
-    file.read_exact(&mut last)?;
-    Ok(last[0] != b'\n')
 }
 
 fn job(path: &Path, state: JobState, reason: Option<String>) -> Job {
@@ -209,6 +171,7 @@ fn job(path: &Path, state: JobState, reason: Option<String>) -> Job {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn pending_survives_reopening_and_a_torn_last_line() {
@@ -272,7 +235,7 @@ mod tests {
             assert_eq!(q.pending(), vec![PathBuf::from("/w0/f0"), PathBuf::from("/w1/f0")]);
             let lines = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap().lines().count();
             assert!(lines < 2 * REWRITE_AFTER_LINES, "{lines} lines: the log was rewritten");
-            assert!(!dir.path().join(FILE_NAME).with_extension("jsonl.tmp").exists());
+            assert!(!dir.path().join(FILE_NAME).with_extension("tmp").exists());
         }
     }
 

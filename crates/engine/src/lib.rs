@@ -7,6 +7,7 @@ pub mod answer;
 pub mod history;
 mod ingestion;
 pub mod jobs;
+mod line_log;
 pub mod memory;
 pub mod watch;
 
