@@ -21,7 +21,7 @@
 //! keeping their vectors to reuse) and processes the file again.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -143,6 +143,9 @@ pub struct SearchHit {
 }
 
 pub struct KnowledgeBase {
+    /// Held while a document's rows are replaced or removed (`writes.lock` in the folder):
+    /// processes sharing the collection each do so in turn.
+    writes_lock: PathBuf,
     documents: Table,
     chunks: Table,
     dim: usize,
@@ -215,7 +218,9 @@ impl KnowledgeBase {
         // tables are made and brought up to date by one opener at a time.
         let lock_path = dir.join("tables.lock");
         let lock = tokio::task::spawn_blocking(move || lock_file(&lock_path)).await??;
-        let db = lancedb::connect(uri).execute().await?;
+        // Every read sees what other processes sharing the collection wrote (the app beside
+        // `quire ingest`); on a local disk the check is one small read of the version folder.
+        let db = lancedb::connect(uri).read_consistency_interval(std::time::Duration::ZERO).execute().await?;
         let names = db.table_names().execute().await?;
         let open_or_create = |name: &'static str, schema: SchemaRef| {
             let db = db.clone();
@@ -257,7 +262,7 @@ impl KnowledgeBase {
         }
         drop(lock);
         let analyser = std::sync::Mutex::new(FtsIndexBuilder::default().build()?);
-        Ok(KnowledgeBase { documents, chunks, dim, protection: std::sync::RwLock::new(protection), analyser })
+        Ok(KnowledgeBase { writes_lock: dir.join("writes.lock"), documents, chunks, dim, protection: std::sync::RwLock::new(protection), analyser })
     }
 
     pub fn dim(&self) -> usize {
@@ -364,6 +369,8 @@ impl KnowledgeBase {
         }
         let ids: Vec<&str> = docs.iter().map(|d| d.doc_id.as_str()).collect();
         let filter = doc_id_filter(&ids);
+        // Two processes replacing one document at once would each delete, then each add.
+        let _writing = self.lock_writes().await?;
         if self.documents.count_rows(Some(filter.clone())).await? > 0 {
             self.documents.delete(&filter).await?;
         }
@@ -375,6 +382,11 @@ impl KnowledgeBase {
         }
         self.documents.add(self.document_batch(docs)?).execute().await?;
         Ok(())
+    }
+
+    async fn lock_writes(&self) -> Result<std::fs::File> {
+        let path = self.writes_lock.clone();
+        tokio::task::spawn_blocking(move || lock_file(&path)).await?
     }
 
     /// Records a stored document's new modification time (one atomic write; chunks untouched).
@@ -400,6 +412,7 @@ impl KnowledgeBase {
             return Ok(0);
         }
         let filter = doc_id_filter(doc_ids);
+        let _writing = self.lock_writes().await?;
         let existed = self.documents.count_rows(Some(filter.clone())).await?;
         if existed > 0 {
             self.documents.delete(&filter).await?;
