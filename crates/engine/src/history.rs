@@ -8,7 +8,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-use crate::line_log::LineLog;
+use crate::line_log::{sealed_line, LineLog};
 use crate::Answer;
 use quire_index::Protection;
 
@@ -69,12 +69,8 @@ impl History {
             .collect()
     }
 
-    fn sealed_line(exchange: &Exchange, protection: &Protection) -> Result<String> {
-        Ok(format!("{}\n", protection.seal(SEAL_CONTEXT, &serde_json::to_string(exchange)?)))
-    }
-
     pub fn append(&self, exchange: &Exchange) -> Result<()> {
-        let line = History::sealed_line(exchange, &self.protection)?;
+        let line = sealed_line(&self.protection, SEAL_CONTEXT, exchange)?;
         self.log.append(&line, &self.log.lock()?)
     }
 
@@ -83,7 +79,7 @@ impl History {
         let lock = self.log.lock()?;
         let mut text = String::new();
         for e in self.exchanges(&self.log.read(&lock)?) {
-            text.push_str(&History::sealed_line(&e, &protection)?);
+            text.push_str(&sealed_line(&protection, SEAL_CONTEXT, &e)?);
         }
         self.log.replace(&text, &lock)
     }

@@ -15,10 +15,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use quire_index::Protection;
-
-use crate::line_log::{LineLog, Locked};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
+
+use crate::line_log::{sealed_line, LineLog, Locked};
 
 const FILE_NAME: &str = "ingest-queue.jsonl";
 const REWRITE_AFTER_LINES: usize = 5_000;
@@ -134,8 +134,7 @@ impl JobQueue {
     fn sealed_lines<'a>(&self, jobs: impl IntoIterator<Item = &'a Job>) -> Result<String> {
         let mut text = String::new();
         for j in jobs {
-            text.push_str(&self.protection.seal(SEAL_CONTEXT, &serde_json::to_string(j)?));
-            text.push('\n');
+            text.push_str(&sealed_line(&self.protection, SEAL_CONTEXT, j)?);
         }
         Ok(text)
     }

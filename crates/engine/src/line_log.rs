@@ -7,6 +7,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use quire_index::Protection;
 
 pub(crate) struct LineLog {
     path: PathBuf,
@@ -65,6 +66,11 @@ impl LineLog {
         std::fs::write(&tmp, lines).with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, &self.path).with_context(|| format!("cannot replace {}", self.path.display()))
     }
+}
+
+/// `value` as one line of a log: its JSON sealed under `protection` for `context`.
+pub(crate) fn sealed_line(protection: &Protection, context: &str, value: &impl serde::Serialize) -> Result<String> {
+    Ok(format!("{}\n", protection.seal(context, &serde_json::to_string(value)?)))
 }
 
 fn ends_without_newline(file: &mut std::fs::File) -> std::io::Result<bool> {

@@ -216,8 +216,7 @@ impl KnowledgeBase {
         // the same moment: two creators of one table make a second "create" that overwrites the
         // first (and fails the writes made in between), two migrations add a column twice. The
         // tables are made and brought up to date by one opener at a time.
-        let lock_path = dir.join("tables.lock");
-        let lock = tokio::task::spawn_blocking(move || lock_file(&lock_path)).await??;
+        let lock = lock_file_async(dir.join("tables.lock")).await?;
         // Every read sees what other processes sharing the collection wrote (the app beside
         // `quire ingest`); on a local disk the check is one small read of the version folder.
         let db = lancedb::connect(uri).read_consistency_interval(std::time::Duration::ZERO).execute().await?;
@@ -370,7 +369,7 @@ impl KnowledgeBase {
         let ids: Vec<&str> = docs.iter().map(|d| d.doc_id.as_str()).collect();
         let filter = doc_id_filter(&ids);
         // Two processes replacing one document at once would each delete, then each add.
-        let _writing = self.lock_writes().await?;
+        let _writing = lock_file_async(self.writes_lock.clone()).await?;
         if self.documents.count_rows(Some(filter.clone())).await? > 0 {
             self.documents.delete(&filter).await?;
         }
@@ -382,11 +381,6 @@ impl KnowledgeBase {
         }
         self.documents.add(self.document_batch(docs)?).execute().await?;
         Ok(())
-    }
-
-    async fn lock_writes(&self) -> Result<std::fs::File> {
-        let path = self.writes_lock.clone();
-        tokio::task::spawn_blocking(move || lock_file(&path)).await?
     }
 
     /// Records a stored document's new modification time (one atomic write; chunks untouched).
@@ -412,7 +406,7 @@ impl KnowledgeBase {
             return Ok(0);
         }
         let filter = doc_id_filter(doc_ids);
-        let _writing = self.lock_writes().await?;
+        let _writing = lock_file_async(self.writes_lock.clone()).await?;
         let existed = self.documents.count_rows(Some(filter.clone())).await?;
         if existed > 0 {
             self.documents.delete(&filter).await?;
@@ -787,7 +781,6 @@ impl KnowledgeBase {
 /// The chunk columns a search returns (never the vector).
 const HIT_COLUMNS: [&str; 8] = ["chunk_id", "doc_id", "seq", "page", "start", "end", "text", "tokens"];
 
-/// Adds a column a table made by an older Quire lacks, filled with `value` (an SQL expression).
 /// Opens (creating it if needed) and locks `path` exclusively, waiting for whoever holds it:
 /// what processes sharing a collection take before changing a file they all write. The lock
 /// goes with the returned file (and with the process, if it dies).
@@ -802,6 +795,12 @@ pub fn lock_file(path: &Path) -> Result<std::fs::File> {
     Ok(file)
 }
 
+/// `lock_file` from async code: the wait for the lock blocks a thread of its own.
+async fn lock_file_async(path: PathBuf) -> Result<std::fs::File> {
+    tokio::task::spawn_blocking(move || lock_file(&path)).await?
+}
+
+/// Adds a column a table made by an older Quire lacks, filled with `value` (an SQL expression).
 async fn add_missing_column(table: &Table, name: &str, value: &str) -> Result<()> {
     if table.schema().await?.field_with_name(name).is_err() {
         table
