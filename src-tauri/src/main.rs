@@ -155,6 +155,9 @@ async fn follow_watched_folders(app: tauri::AppHandle, folders: Vec<std::path::P
             },
             changed = watcher.next_changes() => match changed {
                 Some(paths) => {
+                    for e in watcher.take_errors() {
+                        eprintln!("watch: {e}");
+                    }
                     if let Err(e) = commands::run_ingestion(&app, &state, commands::IngestWork::Sync(paths)).await {
                         eprintln!("a change in a watched folder was not indexed: {e}");
                     }

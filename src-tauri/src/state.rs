@@ -105,6 +105,7 @@ impl AppState {
             max_answer_tokens: MAX_ANSWER_TOKENS,
             loader: Some(quire_engine::Isolation::current_exe()?),
             keys: self.key_access(),
+            follow_links: false,
         })
     }
 

@@ -6,9 +6,16 @@
 //! question; the reply is the cited answer, sources listed after it; `"stream": true` sends it
 //! as server-sent events). One request per connection, answers one at a time.
 //!
-//! Checks, in order: the peer is a loopback address; the `Host` header names the loopback (so a
-//! web page cannot reach it through DNS rebinding); the bearer token matches (compared in
-//! constant time); the body is at most 1 MiB of JSON.
+//! Checks, in order: the peer is a loopback address; the request line and each header line are
+//! at most 8 KiB and the whole head at most 64 KiB (431 otherwise, before any authentication, so
+//! an endless header costs 64 KiB, not memory without bound); the `Host` header names the
+//! loopback (so a web page cannot reach it through DNS rebinding); the bearer token matches
+//! (compared in constant time); the body is at most 1 MiB of JSON.
+//!
+//! Answers are generated one at a time; at most `MAX_WAITING` chat requests wait for their turn
+//! (503 beyond that). A client that disconnects, while waiting or while its answer is being
+//! generated, cancels it: the connection is watched for its end from the moment the request
+//! has been read.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -18,11 +25,17 @@ use anyhow::{Context, Result};
 use quire_engine::{Answer, Cancel, Engine, Event};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 const MAX_BODY: usize = 1 << 20;
 const MAX_HEADER_LINES: usize = 100;
+/// The most bytes of the request line or of one header line.
+const MAX_LINE: usize = 8 << 10;
+/// The most bytes of the request line and headers together.
+const MAX_HEAD: usize = 64 << 10;
+/// Chat requests that may wait while another is answered.
+pub const MAX_WAITING: usize = 4;
 /// The model name the API answers to.
 pub const MODEL_ID: &str = "quire";
 
@@ -43,6 +56,8 @@ pub struct Server {
     token: String,
     engine: EngineSource,
     answering: tokio::sync::Mutex<()>,
+    /// Chat requests waiting for or holding `answering`.
+    chats: std::sync::atomic::AtomicUsize,
 }
 
 impl Server {
@@ -52,7 +67,7 @@ impl Server {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
             .await
             .with_context(|| format!("cannot listen on 127.0.0.1:{port} (in use?)"))?;
-        Ok(Server { listener, token, engine, answering: Default::default() })
+        Ok(Server { listener, token, engine, answering: Default::default(), chats: Default::default() })
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr> {
@@ -80,6 +95,7 @@ impl Server {
         }
         let request = match tokio::time::timeout(Duration::from_secs(30), read_request(&mut stream)).await {
             Ok(Ok(r)) => r,
+            Ok(Err(e)) if e.is::<HeadTooLarge>() => return respond(stream.get_mut(), 431, &error_body(&format!("{e:#}"))).await,
             Ok(Err(e)) => return respond(stream.get_mut(), 400, &error_body(&format!("{e:#}"))).await,
             Err(_) => return respond(stream.get_mut(), 408, &error_body("the request took too long to arrive")).await,
         };
@@ -107,28 +123,40 @@ impl Server {
                 let Some(question) = chat.messages.iter().rev().find(|m| m.role == "user").map(|m| m.content.text()) else {
                     return respond(stream.get_mut(), 400, &error_body("no user message to answer")).await;
                 };
-                self.chat(stream.get_mut(), &question, chat.stream).await
+                self.chat(stream.into_inner(), &question, chat.stream).await
             }
             _ => respond(stream.get_mut(), 404, &error_body("unknown endpoint: use GET /v1/models or POST /v1/chat/completions")).await,
         }
     }
 
-    async fn chat(&self, out: &mut TcpStream, question: &str, stream: bool) -> Result<()> {
-        let _turn = self.answering.lock().await;
+    async fn chat(&self, connection: TcpStream, question: &str, stream: bool) -> Result<()> {
+        let (reader, mut out) = connection.into_split();
+        let out = &mut out;
+        // From here on the client only reads: the end of its side means it is gone.
+        let cancel = Cancel::new();
+        let mut gone = AbortOnDrop(tokio::spawn(until_closed(reader, cancel.clone())));
+        let waiting = Waiting::enter(&self.chats);
+        if waiting.count > MAX_WAITING + 1 {
+            return respond(out, 503, &error_body("busy: too many questions are waiting; try again shortly")).await;
+        }
+        let _turn = tokio::select! {
+            turn = self.answering.lock() => turn,
+            _ = &mut gone.0 => return Ok(()), // left before its turn: nothing is generated
+        };
         let engine = match (self.engine)().await {
             Ok(e) => e,
             Err(e) => return respond(out, 503, &error_body(&format!("{e:#}"))).await,
         };
         let id = format!("chatcmpl-{}", now_ms());
         if !stream {
-            return match engine.ask(question, &mut |_| {}, &Cancel::new()).await {
+            return match engine.ask(question, &mut |_| {}, &cancel).await {
                 Ok(answer) => respond(out, 200, &completion(&id, &answer)).await,
+                Err(_) if cancel.is_cancelled() => Ok(()),
                 Err(e) => respond(out, 500, &error_body(&format!("{e:#}"))).await,
             };
         }
         out.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n").await?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let cancel = Cancel::new();
         let asking = {
             let (q, cancel) = (question.to_owned(), cancel.clone());
             tokio::spawn(async move {
@@ -150,12 +178,54 @@ impl Server {
         }
         let tail = match asking.await? {
             Ok(answer) => format!("\n\n{}", sources_text(&answer)),
+            Err(_) if cancel.is_cancelled() => return Ok(()),
             Err(e) => format!("\n\n(error: {e:#})"),
         };
         let last = json!({"id": id, "object": "chat.completion.chunk", "created": now_ms() / 1000, "model": MODEL_ID,
             "choices": [{"index": 0, "delta": {"content": tail}, "finish_reason": "stop"}]});
         out.write_all(format!("data: {last}\n\ndata: [DONE]\n\n").as_bytes()).await?;
         Ok(())
+    }
+}
+
+/// Reads (and drops) whatever the client still sends until its side of the connection ends,
+/// then cancels its answer.
+async fn until_closed(mut reader: tokio::net::tcp::OwnedReadHalf, cancel: Cancel) {
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = reader.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+    cancel.cancel();
+}
+
+/// A task stopped when its handle is dropped: the watch on a connection ends with its request.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One chat request counted among those waiting or being answered, for as long as it lives.
+struct Waiting<'a> {
+    chats: &'a std::sync::atomic::AtomicUsize,
+    /// How many there are, this one included.
+    count: usize,
+}
+
+impl<'a> Waiting<'a> {
+    fn enter(chats: &'a std::sync::atomic::AtomicUsize) -> Waiting<'a> {
+        let count = chats.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        Waiting { chats, count }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.chats.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -197,16 +267,21 @@ struct Request {
     body: Vec<u8>,
 }
 
+/// The request's head was over `MAX_LINE` or `MAX_HEAD` (answered 431).
+#[derive(Debug, thiserror::Error)]
+#[error("the request's headers are too large (at most {MAX_LINE} bytes a line, {MAX_HEAD} in all)")]
+struct HeadTooLarge;
+
 async fn read_request(stream: &mut BufReader<TcpStream>) -> Result<Request> {
+    let mut head_left = MAX_HEAD;
     let mut line = String::new();
-    stream.read_line(&mut line).await?;
+    read_head_line(stream, &mut line, &mut head_left).await?;
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or("").to_owned(), parts.next().unwrap_or("").to_owned());
     anyhow::ensure!(!method.is_empty() && path.starts_with('/'), "not an HTTP request");
     let (mut host, mut bearer, mut length) = (None, None, 0usize);
     for _ in 0..MAX_HEADER_LINES {
-        line.clear();
-        stream.read_line(&mut line).await?;
+        read_head_line(stream, &mut line, &mut head_left).await?;
         let header = line.trim_end();
         if header.is_empty() {
             let body = read_body(stream, length).await?;
@@ -225,6 +300,22 @@ async fn read_request(stream: &mut BufReader<TcpStream>) -> Result<Request> {
     anyhow::bail!("too many headers")
 }
 
+/// Reads one line of the request's head into `line`: at most `MAX_LINE` bytes, and no more than
+/// `head_left` (which it lowers). A line that reaches either bound without its end is refused
+/// with `HeadTooLarge` having read only that much.
+async fn read_head_line(stream: &mut BufReader<TcpStream>, line: &mut String, head_left: &mut usize) -> Result<()> {
+    let limit = MAX_LINE.min(*head_left);
+    let mut bytes = Vec::new();
+    (&mut *stream).take(limit as u64).read_until(b'\n', &mut bytes).await?;
+    *head_left -= bytes.len();
+    if !bytes.ends_with(b"\n") {
+        anyhow::ensure!(bytes.len() < limit, HeadTooLarge);
+        anyhow::bail!("the connection ended inside the request's headers");
+    }
+    *line = String::from_utf8(bytes).context("a header that is not UTF-8")?;
+    Ok(())
+}
+
 async fn read_body(stream: &mut BufReader<TcpStream>, length: usize) -> Result<Vec<u8>> {
     anyhow::ensure!(length <= MAX_BODY, "the body is over 1 MiB");
     let mut body = vec![0; length];
@@ -232,7 +323,7 @@ async fn read_body(stream: &mut BufReader<TcpStream>, length: usize) -> Result<V
     Ok(body)
 }
 
-async fn respond(out: &mut TcpStream, status: u16, body: &Value) -> Result<()> {
+async fn respond(out: &mut (impl AsyncWrite + Unpin), status: u16, body: &Value) -> Result<()> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
@@ -240,6 +331,7 @@ async fn respond(out: &mut TcpStream, status: u16, body: &Value) -> Result<()> {
         403 => "Forbidden",
         404 => "Not Found",
         408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         _ => "Internal Server Error",
     };

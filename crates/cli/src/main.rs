@@ -35,12 +35,20 @@ enum Command {
         /// process's peak memory.
         #[arg(long)]
         stats: bool,
+        /// Follow links inside the folders that lead out of them (by default such links are
+        /// skipped and reported).
+        #[arg(long)]
+        follow_links: bool,
     },
     /// Index folders, then follow them: new and edited files are indexed, deleted ones removed,
     /// renamed ones keep their vectors. Runs until stopped (Ctrl-C; nothing done is lost).
     Watch {
         #[arg(required = true)]
         folders: Vec<PathBuf>,
+        /// Follow links inside the folders that lead out of them (by default such links are
+        /// skipped and reported).
+        #[arg(long)]
+        follow_links: bool,
     },
     /// The ingestion queue: files left queued by an interrupted run, and files that failed, why.
     Jobs,
@@ -166,7 +174,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", shown_text(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
@@ -177,19 +185,19 @@ const SOME_FILES_FAILED: u8 = 2;
 
 async fn run(command: Command) -> Result<ExitCode> {
     match command {
-        Command::Ingest { paths, stats } => ingest(paths, stats).await,
-        Command::Watch { folders } => watch(folders).await,
+        Command::Ingest { paths, stats, follow_links } => ingest(paths, stats, follow_links).await,
+        Command::Watch { folders, follow_links } => watch(folders, follow_links).await,
         Command::Jobs => {
             let engine = Engine::open(EngineConfig::from_home()?).await?;
             let jobs = engine.job_list();
-            let mut shown = 0;
+            let mut listed = 0;
             for j in jobs.iter().filter(|j| matches!(j.state, JobState::Queued | JobState::Failed)) {
                 let reason = j.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
-                println!("{:<8} {}{reason}", format!("{:?}", j.state).to_lowercase(), j.path);
-                shown += 1;
+                println!("{:<8} {}{}", format!("{:?}", j.state).to_lowercase(), shown(&j.path), shown(&reason));
+                listed += 1;
             }
             let queued = jobs.iter().filter(|j| j.state == JobState::Queued).count();
-            println!("{queued} queued, {} failed{}", shown - queued, if queued > 0 { " (`quire ingest` finishes the queued ones)" } else { "" });
+            println!("{queued} queued, {} failed{}", listed - queued, if queued > 0 { " (`quire ingest` finishes the queued ones)" } else { "" });
             Ok(ExitCode::SUCCESS)
         }
         Command::Optimize => {
@@ -201,7 +209,7 @@ async fn run(command: Command) -> Result<ExitCode> {
             engine.optimize(std::time::Duration::ZERO).await?;
             println!(
                 "data folder {}: {:.1} MB before, {:.1} MB after ({:.1} s)",
-                dir.display(),
+                shown(&dir.display().to_string()),
                 before as f64 / 1e6,
                 quire_engine::memory::folder_bytes(&dir) as f64 / 1e6,
                 t.elapsed().as_secs_f64()
@@ -232,7 +240,7 @@ async fn run(command: Command) -> Result<ExitCode> {
             let engine = Engine::open(EngineConfig::from_home()?).await?;
             let docs = engine.documents().await?;
             for d in &docs {
-                println!("{:>5} chunks {:>4} pages {:>10} B  {}", d.chunks, d.pages, d.bytes, d.path);
+                println!("{:>5} chunks {:>4} pages {:>10} B  {}", d.chunks, d.pages, d.bytes, shown(&d.path));
             }
             println!("{} documents", docs.len());
             Ok(ExitCode::SUCCESS)
@@ -242,9 +250,9 @@ async fn run(command: Command) -> Result<ExitCode> {
             let mut missing = 0;
             for p in &paths {
                 if engine.remove(p).await? {
-                    println!("removed {}", p.display());
+                    println!("removed {}", shown(&p.display().to_string()));
                 } else {
-                    eprintln!("not in the knowledge base: {}", p.display());
+                    eprintln!("not in the knowledge base: {}", shown(&p.display().to_string()));
                     missing += 1;
                 }
             }
@@ -338,8 +346,8 @@ fn resolve_model(name_or_path: &str) -> Result<PathBuf> {
     quire_models::find(name_or_path)?.location()
 }
 
-async fn ingest(paths: Vec<PathBuf>, stats: bool) -> Result<ExitCode> {
-    let engine = Engine::open(EngineConfig::from_home()?).await?;
+async fn ingest(paths: Vec<PathBuf>, stats: bool, follow_links: bool) -> Result<ExitCode> {
+    let engine = Engine::open(EngineConfig { follow_links, ..EngineConfig::from_home()? }).await?;
     let resuming = paths.is_empty();
     if resuming {
         let pending = engine.pending_files().len();
@@ -406,8 +414,8 @@ fn show_ingest_event(bar: &ProgressBar, event: Event) {
             let eta = eta_s.map(|s| format!(", {} left", duration_text(s))).unwrap_or_default();
             bar.set_message(format!("{chunks_per_s:.1} chunks/s{eta}"));
         }
-        Event::FileFinished { path, outcome } => match outcome {
-            FileOutcome::Indexed { pages, chunks, embedded, unreadable_pages } => {
+        Event::FileFinished { path, outcome } => match (shown(&path), outcome) {
+            (path, FileOutcome::Indexed { pages, chunks, embedded, unreadable_pages }) => {
                 let unreadable = match unreadable_pages.len() {
                     0 => String::new(),
                     _ => format!("; unreadable pages skipped: {unreadable_pages:?}"),
@@ -418,9 +426,9 @@ fn show_ingest_event(bar: &ProgressBar, event: Event) {
                 };
                 say(format!("indexed   {path} ({pages} pages, {chunks} chunks{reused}{unreadable})"))
             }
-            FileOutcome::Unchanged => say(format!("unchanged {path}")),
-            FileOutcome::Removed => say(format!("removed   {path}")),
-            FileOutcome::Failed { reason } => say(format!("FAILED    {path}: {reason}")),
+            (path, FileOutcome::Unchanged) => say(format!("unchanged {path}")),
+            (path, FileOutcome::Removed) => say(format!("removed   {path}")),
+            (path, FileOutcome::Failed { reason }) => say(format!("FAILED    {path}: {}", shown(&reason))),
         },
         _ => {}
     }
@@ -444,15 +452,16 @@ fn summarise(report: &quire_engine::IngestReport) -> ExitCode {
     } else {
         eprintln!("these files were skipped:");
         for (path, reason) in failed {
-            eprintln!("  {path}: {reason}");
+            eprintln!("  {}: {}", shown(path), shown(reason));
         }
         ExitCode::from(SOME_FILES_FAILED)
     }
 }
 
-async fn watch(folders: Vec<PathBuf>) -> Result<ExitCode> {
-    let engine = Engine::open(EngineConfig::from_home()?).await?;
+async fn watch(folders: Vec<PathBuf>, follow_links: bool) -> Result<ExitCode> {
+    let engine = Engine::open(EngineConfig { follow_links, ..EngineConfig::from_home()? }).await?;
     let mut watcher = quire_engine::watch::FolderWatcher::new(quire_engine::watch::DEBOUNCE)?;
+    watcher.follow_links(follow_links);
     for f in &folders {
         watcher.watch(f)?;
     }
@@ -463,7 +472,7 @@ async fn watch(folders: Vec<PathBuf>) -> Result<ExitCode> {
     println!("watching {} folder(s); Ctrl-C stops (nothing done is lost)", folders.len());
     while let Some(paths) = watcher.next_changes().await {
         for e in watcher.take_errors() {
-            eprintln!("watch: {e}");
+            eprintln!("watch: {}", shown(&e));
         }
         let report = engine.sync_paths(&paths, &mut |e| show_ingest_event(&ProgressBar::hidden(), e), &Cancel::new()).await?;
         if !report.files.is_empty() {
@@ -485,7 +494,7 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
     let answer = engine
         .ask(question, &mut |event| {
             if let (Event::AnswerDelta { text }, false) = (&event, json) {
-                print!("{text}");
+                print!("{}", shown_text(text));
                 let _ = std::io::stdout().flush();
             }
         }, &Cancel::new())
@@ -499,11 +508,11 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
     println!("Sources:");
     for c in &answer.citations {
         println!("[{}] {}", c.number, location(&c.path, c.page));
-        let shown = match c.quote_range {
+        let quoted = match c.quote_range {
             Some((s, e)) => format!("…{}»{}«{}…", tail(&c.passage[..s], 80), &c.passage[s..e], head(&c.passage[e..], 80)),
             None => format!("\"{}\" (not found word for word in the passage)", c.quote),
         };
-        println!("    {}", one_line(&shown, 400));
+        println!("    {}", one_line(&quoted, 400));
     }
     eprintln!(
         "\n({} prompt + {} answer tokens; first token after {:.1} s; {:.1} tokens/s)",
@@ -561,18 +570,46 @@ fn models(action: ModelsAction) -> Result<ExitCode> {
 
 fn location(path: &str, page: Option<u32>) -> String {
     match page {
-        Some(p) => format!("{path}, page {p}"),
-        None => path.to_string(),
+        Some(p) => format!("{}, page {p}", shown(path)),
+        None => shown(path),
     }
 }
 
 fn short(path: &str) -> String {
-    std::path::Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    shown(&std::path::Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
 }
 
 fn one_line(text: &str, max_chars: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    head(&flat, max_chars).to_string()
+    shown(head(&flat, max_chars))
+}
+
+/// A name (or any one-line text from a file, a folder or a document) as it is safe to print on
+/// a terminal: control characters, line breaks included, and the marks that reorder text shown
+/// escaped (`\u{1b}`, `\n`), not obeyed. A file named with ESC sequences could otherwise clear
+/// the screen or retitle the window, and one with a newline could forge a line of the report.
+fn shown(text: &str) -> String {
+    escaped(text, false)
+}
+
+/// As `shown`, keeping line breaks and tabs: for text that runs over lines (an answer).
+fn shown_text(text: &str) -> String {
+    escaped(text, true)
+}
+
+fn escaped(text: &str, keep_lines: bool) -> String {
+    let reorders = |c: char| matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if keep_lines && matches!(c, '\n' | '\t') {
+            out.push(c);
+        } else if c.is_control() || reorders(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn head(s: &str, max_chars: usize) -> &str {

@@ -84,6 +84,11 @@ impl History {
         self.log.replace(&text, &lock)
     }
 
+    /// Lines of the history not sealed under the current key.
+    pub(crate) fn lines_under_other_keys(&self) -> Result<usize> {
+        self.log.lines_not_sealed_by(self.protection.key_id())
+    }
+
     pub fn clear(&self) -> Result<()> {
         self.log.replace("", &self.log.lock()?)
     }

@@ -147,18 +147,23 @@ pub(crate) fn document_id(kb: &quire_index::KnowledgeBase, path: &Path) -> Strin
 }
 
 /// Expands folders into the supported files inside them (recursively, skipping hidden entries,
-/// editors' temporary files, and links to folders, so link loops cannot trap the walk). Paths
-/// that do not exist, broken or looping links, unreadable folders and special files (devices,
-/// pipes) come back as failures.
-pub fn discover_files(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
+/// editors' temporary files, and links to folders, so link loops cannot trap the walk). A link
+/// inside a folder that leads out of it is not followed unless `follow_links` is set (a link to
+/// `/etc/shadow` or to someone else's notes is not the folder the user gave). Paths that do not
+/// exist, broken or looping links, links out of their folder, unreadable folders and special
+/// files (devices, pipes, sockets) come back as failures, with the reason.
+pub fn discover_files(paths: &[PathBuf], follow_links: bool) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
     let mut files = Vec::new();
     let mut missing = Vec::new();
     for path in paths {
         match std::fs::metadata(path) {
-            Ok(m) if m.is_dir() => walk(path, &mut files, &mut missing),
+            Ok(m) if m.is_dir() => {
+                let root = canonical(path);
+                walk(path, &root, follow_links, &mut files, &mut missing)
+            }
             Ok(m) if m.is_file() => files.push(path.clone()),
             // A device, pipe or socket (/dev/zero, a FIFO): reading it could never end.
-            Ok(_) => missing.push((path.clone(), "not a regular file or folder; not read".into())),
+            Ok(m) => missing.push((path.clone(), not_regular(&m.file_type()))),
             Err(e) => missing.push((path.clone(), format!("cannot read: {e}"))),
         }
     }
@@ -167,7 +172,11 @@ pub fn discover_files(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)
     (files, missing)
 }
 
-fn walk(dir: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<(PathBuf, String)>) {
+fn not_regular(file_type: &std::fs::FileType) -> String {
+    format!("not a regular file or folder ({}); not read", quire_ingest::special_file_kind(file_type))
+}
+
+fn walk(dir: &Path, root: &Path, follow_links: bool, files: &mut Vec<PathBuf>, errors: &mut Vec<(PathBuf, String)>) {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => return errors.push((dir.to_path_buf(), format!("cannot read the folder: {e}"))),
@@ -177,19 +186,41 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<(PathBuf, String)
         if entry.file_name().to_string_lossy().starts_with('.') {
             continue;
         }
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => walk(&path, files, errors),
-            Ok(t) if t.is_file() || t.is_symlink() => {
-                if !quire_ingest::is_supported(&path) {
-                    continue;
-                }
-                match std::fs::metadata(&path) {
-                    Ok(m) if m.is_file() => files.push(path),
-                    Ok(_) => {}
-                    Err(e) => errors.push((path, format!("a link that leads nowhere or to itself: {e}"))),
-                }
+        let Ok(file_type) = entry.file_type() else { continue };
+        if file_type.is_dir() {
+            walk(&path, root, follow_links, files, errors);
+            continue;
+        }
+        if !quire_ingest::is_supported(&path) {
+            continue;
+        }
+        if file_type.is_file() {
+            files.push(path);
+            continue;
+        }
+        if !file_type.is_symlink() {
+            errors.push((path, not_regular(&file_type)));
+            continue;
+        }
+        let target = match std::fs::canonicalize(&path) {
+            Ok(target) => target,
+            Err(e) => {
+                errors.push((path, format!("a link that leads nowhere or to itself: {e}")));
+                continue;
             }
-            _ => {}
+        };
+        if !follow_links && !target.starts_with(root) {
+            errors.push((
+                path,
+                format!("a link to {}, outside the folder; not followed (`quire ingest --follow-links` follows such links)", target.display()),
+            ));
+            continue;
+        }
+        match std::fs::metadata(&target) {
+            Ok(m) if m.is_file() => files.push(path),
+            Ok(m) if m.is_dir() => {}
+            Ok(m) => errors.push((path, not_regular(&m.file_type()))),
+            Err(e) => errors.push((path, format!("a link that leads nowhere or to itself: {e}"))),
         }
     }
 }
@@ -201,7 +232,7 @@ pub(crate) async fn ingest(
     cancel: &Cancel,
 ) -> Result<IngestReport> {
     let started = Instant::now();
-    let (files, problems) = discover_files(paths);
+    let (files, problems) = discover_files(paths, engine.config().follow_links);
     // Two names for one file (a link beside its target) must not make two documents.
     let mut files: Vec<PathBuf> = files.iter().map(|p| canonical(p)).collect();
     files.sort();
@@ -222,7 +253,7 @@ pub(crate) async fn ingest(
 
     let kb = engine.knowledge_base();
     let documents = kb.documents().await?;
-    let keys = remove_orphans(engine, &documents).await?;
+    let keys = remove_orphans(engine).await?;
     let mut run = Run {
         stored: documents.into_iter().map(|d| (d.path.clone(), d)).collect(),
         stored_hashes: keys.into_iter().map(|k| k.hash).collect(),
@@ -313,16 +344,10 @@ pub(crate) async fn ingest(
 /// Deletes the chunks a crash left without a document row (see quire-index), keeping their
 /// vectors for reuse: the file they came from is processed again in this run. Returns the keys
 /// of the chunks that remain.
-async fn remove_orphans(engine: &Engine, documents: &[DocumentRecord]) -> Result<Vec<quire_index::ChunkKey>> {
-    let kb = engine.knowledge_base();
-    let known: HashSet<&str> = documents.iter().map(|d| d.doc_id.as_str()).collect();
-    let (keys, orphans): (Vec<_>, Vec<_>) = kb.chunk_keys().await?.into_iter().partition(|k| known.contains(k.doc_id.as_str()));
-    let mut orphan_docs: Vec<&str> = orphans.iter().map(|k| k.doc_id.as_str()).collect();
-    orphan_docs.sort();
-    orphan_docs.dedup();
-    if !orphan_docs.is_empty() {
-        engine.keep_removed_vectors(kb.vectors_of_documents(&orphan_docs).await?);
-        kb.remove_documents(&orphan_docs).await?;
+pub(crate) async fn remove_orphans(engine: &Engine) -> Result<Vec<quire_index::ChunkKey>> {
+    let (keys, orphan_vectors) = engine.knowledge_base().remove_orphans().await?;
+    if !orphan_vectors.is_empty() {
+        engine.keep_removed_vectors(orphan_vectors);
     }
     Ok(keys)
 }
@@ -508,10 +533,11 @@ async fn prepare(
     if meta.len() > quire_ingest::MAX_FILE_BYTES {
         return failed(LoadError::TooLarge(meta.len()));
     }
+    // Checked on the opened file, not the path: it may have been swapped for a pipe since.
     let read_path = path.to_path_buf();
-    let bytes = match tokio::task::spawn_blocking(move || std::fs::read(&read_path)).await? {
+    let bytes = match tokio::task::spawn_blocking(move || quire_ingest::read_file(&read_path)).await? {
         Ok(b) => b,
-        Err(e) => return failed(e.into()),
+        Err(e) => return failed(e),
     };
     let content_hash = quire_ingest::content_hash(&bytes);
     if let Some(stored) = run.stored.get(&path_str).filter(|d| d.content_hash == content_hash) {

@@ -148,6 +148,11 @@ impl JobQueue {
         self.rewrite(&lock)
     }
 
+    /// Lines of the log not sealed under the current key.
+    pub(crate) fn lines_under_other_keys(&self) -> Result<usize> {
+        self.log.lines_not_sealed_by(self.protection.key_id())
+    }
+
     /// One line per file that still matters; right after `read`.
     fn rewrite(&mut self, lock: &Locked) -> Result<()> {
         self.jobs.retain(|_, j| matches!(j.state, JobState::Queued | JobState::Failed));

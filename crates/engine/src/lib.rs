@@ -54,6 +54,9 @@ pub struct EngineConfig {
     /// Where the collection's encryption key comes from (`KeyAccess::from_env`: the OS
     /// keychain, or `QUIRE_PASSPHRASE`).
     pub keys: KeyAccess,
+    /// Follow links inside an ingested folder that lead out of it (off: such links are skipped
+    /// and reported).
+    pub follow_links: bool,
 }
 
 /// Passages shown to the model per question. Three, not five: on the sample documents' question
@@ -102,6 +105,7 @@ impl EngineConfig {
             max_answer_tokens: 512,
             loader: Some(Isolation::current_exe()?),
             keys: KeyAccess::from_env(),
+            follow_links: false,
         })
     }
 }
@@ -226,6 +230,7 @@ impl Engine {
         }
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create the data folder {}", config.data_dir.display()))?;
+        refuse_sealed_data_without_manifest(&config.data_dir).await?;
         let (dir, keys) = (config.data_dir.clone(), config.keys.clone());
         let (vault, protection) = tokio::task::spawn_blocking(move || Vault::unlock(&dir, &keys)).await??;
         let dir = config.embedder_dir.clone();
@@ -259,33 +264,55 @@ impl Engine {
     }
 
     /// Reseals what is not sealed under the current key (documents, the ingestion queue, the
-    /// history), then forgets the keys rotated away from. Each document is committed on its
-    /// own: an interruption loses nothing, and the next call (or the next `open`) goes on.
+    /// history), then forgets the keys rotated away from, once the tables and logs show that
+    /// nothing is sealed under them any more (checked, not assumed: a rotation killed between a
+    /// document's new rows and the removal of its old chunks leaves chunk rows under the old
+    /// key, which are removed here first). Each document is committed on its own: an
+    /// interruption loses nothing, and the next call (or the next `open`) goes on.
     /// `progress` gets (documents done, documents to do). Returns how many were resealed.
     pub async fn reseal(&self, progress: &mut (dyn FnMut(usize, usize) + Send), cancel: &Cancel) -> Result<usize> {
+        /// Passes over the tables before giving up (another process still writing under the
+        /// old key); the rotation then goes on at the next start.
+        const PASSES: usize = 3;
         let _writing = self.writing.lock().await;
         let rotating = !self.key_info().rotating_from.is_empty();
-        let docs = self.kb.documents_to_reseal().await?;
-        if docs.is_empty() && !rotating {
-            return Ok(0);
-        }
-        for (i, doc) in docs.iter().enumerate() {
-            progress(i, docs.len());
-            if cancel.is_cancelled() {
-                return Ok(i);
+        let mut resealed = 0;
+        for _ in 0..PASSES {
+            let docs = self.kb.documents_to_reseal(rotating).await?;
+            if docs.is_empty() && !rotating {
+                return Ok(resealed);
             }
-            self.kb.reseal(doc).await.with_context(|| format!("cannot reseal {}", doc.path))?;
+            for (i, doc) in docs.iter().enumerate() {
+                progress(i, docs.len());
+                if cancel.is_cancelled() {
+                    return Ok(resealed + i);
+                }
+                self.kb.reseal(doc).await.with_context(|| format!("cannot reseal {}", doc.path))?;
+            }
+            progress(docs.len(), docs.len());
+            resealed += docs.len();
+            // Chunks a crash left without their document: under the old key they would stop
+            // every search that finds them once the key is gone.
+            ingestion::remove_orphans(self).await?;
+            let protection = self.kb.protection();
+            self.jobs(|q| q.reseal(protection.clone()))?;
+            self.history().reseal(protection)?;
+            // Old table versions still hold what was sealed under the old key (or stored plain):
+            // compacted away and deleted.
+            self.kb.refresh_indexes().await?;
+            self.kb.optimize(std::time::Duration::ZERO).await?;
+            let left = self.kb.rows_under_other_keys().await?
+                + self.jobs(|q| q.lines_under_other_keys())?
+                + self.history().lines_under_other_keys()?;
+            if left == 0 {
+                self.vault.lock().unwrap_or_else(|p| p.into_inner()).finish_rotation()?;
+                return Ok(resealed);
+            }
         }
-        progress(docs.len(), docs.len());
-        let protection = self.kb.protection();
-        self.jobs(|q| q.reseal(protection.clone()))?;
-        self.history().reseal(protection)?;
-        // Old table versions still hold what was sealed under the old key (or stored plain):
-        // compacted away and deleted.
-        self.kb.refresh_indexes().await?;
-        self.kb.optimize(std::time::Duration::ZERO).await?;
-        self.vault.lock().unwrap_or_else(|p| p.into_inner()).finish_rotation()?;
-        Ok(docs.len())
+        anyhow::bail!(
+            "the key rotation could not finish: data is still being written under the old key (another Quire \
+             process?); the old key is kept and the rotation goes on at the next start"
+        )
     }
 
     /// Replaces the collection's key: a new key is made and stored where the old one is, new
@@ -541,17 +568,18 @@ impl Engine {
         }
         let request = self.answer_request(question, &hits);
         let mut text_stream = answer::AnswerTextStream::default();
-        let (generation, speculation) = llm
+        let generated = llm
             .generate_detailed(&request, |piece| {
                 let text = text_stream.push(piece);
                 if !text.is_empty() {
                     on_event(Event::AnswerDelta { text });
                 }
             }, || cancel.is_cancelled())
-            .await?;
+            .await;
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
+        let (generation, speculation) = generated?;
         on_event(Event::AnswerFinished);
 
         let raw: RawAnswer = serde_json::from_str(&generation.text).with_context(|| {
@@ -611,12 +639,16 @@ impl Engine {
     }
 
     /// What the answer model is asked for `question` over the retrieved `hits`: the prompt
-    /// with numbered sources and the schema that holds citations to them.
+    /// with numbered sources, each within `answer::PASSAGE_TOKENS` of the answer model's tokens
+    /// (counted with its tokenizer once it is loaded, else estimated at 3 bytes a token), and
+    /// the schema that holds citations to them.
     pub fn answer_request(&self, question: &str, hits: &[SearchHit]) -> GenerationRequest {
+        let count = |text: &str| self.llm.get().and_then(|llm| llm.count_tokens(text)).unwrap_or(text.len().div_ceil(3));
+        let shown = answer::fit_passages(hits, answer::PASSAGE_TOKENS, count);
         GenerationRequest {
             system: answer::SYSTEM_PROMPT.into(),
-            user: answer::user_prompt(question, hits),
-            schema: Some(answer::answer_schema(hits)),
+            user: answer::user_prompt(question, &shown),
+            schema: Some(answer::answer_schema(&shown)),
             max_tokens: self.config.max_answer_tokens,
             temperature: None,
         }
@@ -685,6 +717,28 @@ fn plain_typography(c: char) -> std::borrow::Cow<'static, str> {
         _ => return std::borrow::Cow::Owned(c.to_string()),
     };
     std::borrow::Cow::Borrowed(plain)
+}
+
+/// A collection whose key manifest (`vault.json`) is gone but whose tables or logs hold sealed
+/// data must not get a new key: the new manifest would name a new collection, and the user's key
+/// backup (of the old one) would then be refused. Nothing is written; the error says how to
+/// restore the manifest.
+async fn refuse_sealed_data_without_manifest(dir: &Path) -> Result<()> {
+    if dir.join(quire_vault::store::MANIFEST).exists() {
+        return Ok(());
+    }
+    let sealed_log = ["ingest-queue.jsonl", "history.jsonl"]
+        .iter()
+        .any(|name| std::fs::read_to_string(dir.join(name)).is_ok_and(|t| t.lines().any(|l| quire_vault::Protection::sealed_by(l).is_some())));
+    if sealed_log || KnowledgeBase::holds_sealed_data(dir).await? {
+        anyhow::bail!(
+            "the key manifest of this collection ({}) is missing, but the collection holds encrypted documents; \
+             nothing was changed. Restore it from your key backup: `quire key import BACKUP-FILE` (or Settings → \
+             Privacy → Import key), then open it again",
+            dir.join(quire_vault::store::MANIFEST).display()
+        );
+    }
+    Ok(())
 }
 
 fn missing_model(path: &Path) -> anyhow::Error {

@@ -51,8 +51,15 @@ impl LineLog {
         file.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", self.path.display()))
     }
 
-    /// Replaces the log with `lines` (a temporary file renamed over it: all or nothing), or
-    /// removes it when `lines` is empty.
+    /// Lines not sealed under the key `key_id` (sealed under another, or plain): what a key
+    /// rotation must reseal before it may forget the old key.
+    pub(crate) fn lines_not_sealed_by(&self, key_id: &str) -> Result<usize> {
+        let text = self.read(&self.lock()?)?;
+        Ok(text.lines().filter(|l| !l.trim().is_empty() && Protection::sealed_by(l) != Some(key_id)).count())
+    }
+
+    /// Replaces the log with `lines` (a temporary file, synced, renamed over it: all or
+    /// nothing), or removes it when `lines` is empty.
     pub(crate) fn replace(&self, lines: &str, _: &Locked) -> Result<()> {
         if lines.is_empty() {
             return match std::fs::remove_file(&self.path) {
@@ -63,7 +70,11 @@ impl LineLog {
             };
         }
         let tmp = self.path.with_extension("tmp");
-        std::fs::write(&tmp, lines).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let written = std::fs::File::create(&tmp).and_then(|mut f| {
+            f.write_all(lines.as_bytes())?;
+            f.sync_all()
+        });
+        written.with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, &self.path).with_context(|| format!("cannot replace {}", self.path.display()))
     }
 }

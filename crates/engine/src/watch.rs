@@ -20,6 +20,9 @@ pub struct FolderWatcher {
     changes: mpsc::UnboundedReceiver<Vec<PathBuf>>,
     errors: mpsc::UnboundedReceiver<String>,
     folders: Vec<PathBuf>,
+    follow_links: bool,
+    /// Changed paths left out (links out of the watched folders), for `take_errors`.
+    skipped: Vec<String>,
 }
 
 impl FolderWatcher {
@@ -41,7 +44,14 @@ impl FolderWatcher {
             }
         })
         .context("cannot start watching folders")?;
-        Ok(FolderWatcher { debouncer, changes, errors, folders: Vec::new() })
+        Ok(FolderWatcher { debouncer, changes, errors, folders: Vec::new(), follow_links: false, skipped: Vec::new() })
+    }
+
+    /// Whether a link that appears in a watched folder and leads out of every watched folder is
+    /// followed (off by default: it is left out and reported by `take_errors`), as
+    /// `EngineConfig::follow_links` decides for the folder's first scan.
+    pub fn follow_links(&mut self, follow: bool) {
+        self.follow_links = follow;
     }
 
     /// Follows `folder` and everything under it.
@@ -80,7 +90,7 @@ impl FolderWatcher {
             while let Ok(more) = self.changes.try_recv() {
                 paths.extend(more);
             }
-            let relevant: Vec<PathBuf> = paths.into_iter().filter(|p| !self.is_ignored(p)).collect();
+            let relevant: Vec<PathBuf> = paths.into_iter().filter(|p| !self.is_ignored(p) && !self.leads_out(p)).collect();
             if !relevant.is_empty() {
                 return Some(relevant);
             }
@@ -89,7 +99,7 @@ impl FolderWatcher {
 
     /// Errors the OS reported since the last call (a full event queue, a folder that vanished).
     pub fn take_errors(&mut self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.skipped);
         while let Ok(e) = self.errors.try_recv() {
             out.push(e);
         }
@@ -98,6 +108,27 @@ impl FolderWatcher {
 }
 
 impl FolderWatcher {
+    /// Whether `path` is a link out of every watched folder that is not to be followed (noted
+    /// for `take_errors`).
+    fn leads_out(&mut self, path: &Path) -> bool {
+        if self.follow_links || !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return false;
+        }
+        let Ok(target) = std::fs::canonicalize(path) else { return false };
+        if self.folders.iter().any(|f| target.starts_with(f)) {
+            return false;
+        }
+        // Kept until read, within a bound (a front end that never reads them must not grow).
+        if self.skipped.len() < 100 {
+            self.skipped.push(format!(
+                "{}: a link to {}, outside the watched folders; not followed",
+                path.display(),
+                target.display()
+            ));
+        }
+        true
+    }
+
     /// Paths no change to which can matter: editors' temporary files and anything hidden inside
     /// a watched folder (the folder itself may sit under a hidden one).
     fn is_ignored(&self, path: &Path) -> bool {
@@ -114,6 +145,28 @@ fn is_ignored(relative: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn links_out_of_the_watched_folders_are_left_out_and_reported() {
+        let (watched, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(outside.path().join("secret.md"), "not yours").unwrap();
+        std::fs::write(watched.path().join("mine.md"), "yours").unwrap();
+        let out_link = watched.path().join("out.md");
+        let in_link = watched.path().join("in.md");
+        std::os::unix::fs::symlink(outside.path().join("secret.md"), &out_link).unwrap();
+        std::os::unix::fs::symlink(watched.path().join("mine.md"), &in_link).unwrap();
+        let mut watcher = FolderWatcher::new(DEBOUNCE).unwrap();
+        watcher.watch(watched.path()).unwrap();
+        let out_link = std::fs::canonicalize(watched.path()).unwrap().join("out.md");
+        assert!(watcher.leads_out(&out_link));
+        assert!(!watcher.leads_out(&in_link));
+        assert!(!watcher.leads_out(&watched.path().join("mine.md")));
+        let errors = watcher.take_errors();
+        assert!(errors.len() == 1 && errors[0].contains("out.md") && errors[0].contains("outside the watched folders"), "{errors:?}");
+        watcher.follow_links(true);
+        assert!(!watcher.leads_out(&out_link), "followed when asked");
+    }
 
     #[test]
     fn temporaries_and_hidden_paths_are_ignored() {

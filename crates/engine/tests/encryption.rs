@@ -17,6 +17,7 @@ async fn engine(data: &std::path::Path, passphrase: &str) -> anyhow::Result<Engi
         max_answer_tokens: 256,
         loader: None,
         keys: KeyAccess::passphrase(passphrase),
+        follow_links: false,
     })
     .await
 }
@@ -139,7 +140,7 @@ async fn an_interrupted_key_rotation_finishes_at_the_next_open_and_loses_nothing
         assert_eq!(info.rotating_from, vec![old_key.clone()], "the old key is kept until the rotation ends");
         // Meanwhile everything reads, under both keys.
         assert_eq!(chunk_texts(engine.knowledge_base()).await, before);
-        assert_eq!(engine.knowledge_base().documents_to_reseal().await.unwrap().len(), 2);
+        assert_eq!(engine.knowledge_base().documents_to_reseal(true).await.unwrap().len(), 2);
         (before, old_key)
     };
     // The next open finishes the rotation.
@@ -147,7 +148,7 @@ async fn an_interrupted_key_rotation_finishes_at_the_next_open_and_loses_nothing
     let info = engine.key_info();
     assert!(info.rotating_from.is_empty(), "{info:?}");
     assert_ne!(info.key_id, old_key);
-    assert!(engine.knowledge_base().documents_to_reseal().await.unwrap().is_empty());
+    assert!(engine.knowledge_base().documents_to_reseal(true).await.unwrap().is_empty());
     assert_eq!(chunk_texts(engine.knowledge_base()).await, before);
     // Keyword search works under the new key (the terms were blinded again).
     let hits = engine.search("work-stealing scheduler", quire_engine::SearchMode::Bm25, 3).await.unwrap();
@@ -196,7 +197,7 @@ async fn a_collection_stored_without_encryption_is_sealed_when_opened() {
     assert_eq!(texts.len(), 3);
     let engine = engine(data.path(), "now sealed").await.unwrap();
     let kb = engine.knowledge_base();
-    assert!(kb.documents_to_reseal().await.unwrap().is_empty(), "every document resealed on open");
+    assert!(kb.documents_to_reseal(true).await.unwrap().is_empty(), "every document resealed on open");
     assert_eq!(chunk_texts(kb).await, texts);
     let hits = engine.search("work-stealing scheduler", quire_engine::SearchMode::Bm25, 3).await.unwrap();
     assert!(hits[0].path.ends_with("tokio-README.md"));

@@ -13,6 +13,7 @@ async fn engine(data: &std::path::Path) -> Engine {
         max_answer_tokens: 256,
         loader: None,
         keys: quire_engine::KeyAccess::passphrase("test passphrase"),
+        follow_links: false,
     };
     Engine::open(config).await.unwrap()
 }
@@ -94,6 +95,7 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
         max_answer_tokens: 200,
         loader: None,
         keys: quire_engine::KeyAccess::passphrase("test passphrase"),
+        follow_links: false,
     };
     let engine = Engine::open(config).await.unwrap();
     engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}, &Cancel::new()).await.unwrap();
@@ -278,4 +280,36 @@ async fn a_reranker_reorders_what_the_model_is_shown() {
     engine.set_reranker(None);
     let again = engine.retrieve(question).await.unwrap();
     assert_eq!(again.iter().map(|h| &h.chunk_id).collect::<Vec<_>>(), plain.iter().map(|h| &h.chunk_id).collect::<Vec<_>>());
+}
+
+/// A 20 MB Markdown line with no space (one "word" the embedder's tokenizer counts as a single
+/// token) becomes chunks of at most 500 embedder tokens and `MAX_CHUNK_BYTES`, and a question
+/// that retrieves them is answered (before, it was one chunk, and the answer died on a prompt of
+/// millions of tokens).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_giant_line_is_chunked_within_bounds_and_answers_still_work() {
+    let docs = tempfile::tempdir().unwrap();
+    let line: String = (0..20_000_000u32).map(|i| (b'a' + ((i.wrapping_mul(2654435761) >> 27) % 26) as u8) as char).collect();
+    std::fs::write(docs.path().join("giant.md"), &line).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let engine = engine(data.path()).await;
+    let report = engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}, &Cancel::new()).await.unwrap();
+    assert_eq!(report.count(|o| matches!(o, FileOutcome::Indexed { .. })), 1, "{report:?}");
+    let doc = &engine.documents().await.unwrap()[0];
+    let chunks = engine.knowledge_base().chunk_records_of(&doc.doc_id).await.unwrap();
+    assert!(chunks.len() > 2_000, "{} chunks", chunks.len());
+    // Counted in full, as the chunker counts (the embedder's own copy truncates at 512).
+    let mut tokenizer = engine.embedder().tokenizer().clone();
+    tokenizer.with_truncation(None).unwrap();
+    tokenizer.with_padding(None);
+    for c in &chunks {
+        assert!(c.text.len() <= quire_ingest::MAX_CHUNK_BYTES, "chunk {}: {} bytes", c.seq, c.text.len());
+        assert!(c.tokens as usize <= quire_ingest::CHUNK_TOKENS, "chunk {}: {} tokens", c.seq, c.tokens);
+        assert_eq!(&line[c.start as usize..c.end as usize], c.text);
+        let counted = tokenizer.encode(c.text.as_str(), false).unwrap().len();
+        assert!(counted <= quire_ingest::CHUNK_TOKENS, "chunk {}: {counted} tokens", c.seq);
+    }
+    let answer = engine.ask("What is in giant.md?", &mut |_| {}, &Cancel::new()).await.unwrap();
+    assert!(answer.sources.iter().all(|s| s.path.ends_with("giant.md")));
+    assert!(answer.stats.prompt_tokens < 8_000, "a prompt of {} tokens", answer.stats.prompt_tokens);
 }

@@ -22,6 +22,7 @@ async fn engine(data: &Path) -> Engine {
         max_answer_tokens: 64,
         loader: None,
         keys: quire_engine::KeyAccess::passphrase("test passphrase"),
+        follow_links: false,
     };
     Engine::open(config).await.unwrap()
 }

@@ -264,6 +264,20 @@ impl KnowledgeBase {
         Ok(KnowledgeBase { writes_lock: dir.join("writes.lock"), documents, chunks, dim, protection: std::sync::RwLock::new(protection), analyser })
     }
 
+    /// Whether the knowledge base in `dir` holds data sealed under some key: a document row
+    /// that records its key (not "plain": stored without encryption). Reads only (creates nothing), for a folder whose key manifest is
+    /// missing: such a folder must not get a new key.
+    pub async fn holds_sealed_data(dir: &Path) -> Result<bool> {
+        if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
+            return Ok(false);
+        }
+        let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
+        let db = lancedb::connect(uri).execute().await?;
+        let table = db.open_table(DOCUMENTS).execute().await?;
+        let has_key_column = table.schema().await?.field_with_name("sealed_by").is_ok();
+        Ok(has_key_column && table.count_rows(Some("sealed_by IS NOT NULL AND sealed_by NOT IN ('', 'plain')".into())).await? > 0)
+    }
+
     pub fn dim(&self) -> usize {
         self.dim
     }
@@ -418,10 +432,81 @@ impl KnowledgeBase {
     }
 
     /// Documents not sealed under the current key: made before encryption, or under a key being
-    /// rotated away from. `reseal` each to finish the migration or rotation.
-    pub async fn documents_to_reseal(&self) -> Result<Vec<DocumentRecord>> {
+    /// rotated away from. `reseal` each to finish the migration or rotation. With `thorough`,
+    /// also the documents any of whose chunk rows is sealed under another key (a scan of every
+    /// chunk's text: done while a rotation is under way, not at every start).
+    pub async fn documents_to_reseal(&self, thorough: bool) -> Result<Vec<DocumentRecord>> {
         let filter = format!("sealed_by IS NULL OR sealed_by != {}", sql_str(self.protection().key_id()));
-        self.query_documents(Some(filter)).await
+        let mut docs = self.query_documents(Some(filter)).await?;
+        if thorough {
+            let listed: std::collections::HashSet<String> = docs.iter().map(|d| d.doc_id.clone()).collect();
+            let mut owners: Vec<String> = self.chunk_doc_ids(self.chunks_under_other_keys()).await?.into_iter().filter(|id| !listed.contains(id)).collect();
+            owners.sort();
+            owners.dedup();
+            for group in owners.chunks(500) {
+                let ids: Vec<&str> = group.iter().map(String::as_str).collect();
+                docs.extend(self.query_documents(Some(doc_id_filter(&ids))).await?);
+            }
+        }
+        Ok(docs)
+    }
+
+    /// Rows not sealed under the current key: document rows (by `sealed_by`) and chunk rows (by
+    /// their text). A key may be forgotten only when this is zero.
+    pub async fn rows_under_other_keys(&self) -> Result<usize> {
+        let Some(chunks) = self.chunks_under_other_keys() else { return Ok(0) };
+        let documents = format!("sealed_by IS NULL OR sealed_by != {}", sql_str(self.protection().key_id()));
+        Ok(self.documents.count_rows(Some(documents)).await? + self.chunks.count_rows(Some(chunks)).await?)
+    }
+
+    /// The filter for chunk rows whose text is not sealed under the current key (`None` when
+    /// the collection is not sealed).
+    fn chunks_under_other_keys(&self) -> Option<String> {
+        let prefix = self.protection().current_prefix()?;
+        Some(format!("text NOT LIKE {}", sql_str(&format!("{prefix}%"))))
+    }
+
+    async fn chunk_doc_ids(&self, filter: Option<String>) -> Result<Vec<String>> {
+        let Some(filter) = filter else { return Ok(Vec::new()) };
+        let batches: Vec<RecordBatch> =
+            self.chunks.query().only_if(filter).select(Select::columns(&["doc_id"])).execute().await?.try_collect().await?;
+        let mut ids = Vec::new();
+        for b in &batches {
+            let col = str_col(b, "doc_id")?;
+            ids.extend((0..b.num_rows()).map(|i| col.value(i).to_owned()));
+        }
+        Ok(ids)
+    }
+
+    /// Deletes the chunks a crash left without a document row (see the crate's docs), holding
+    /// the write lock so that another process's commit in progress is not taken for a crash's
+    /// leftovers. Returns the keys of the chunks that remain and the removed ones' vectors by
+    /// chunk hash (kept by the caller for reuse: the file they came from is processed again).
+    pub async fn remove_orphans(&self) -> Result<(Vec<ChunkKey>, HashMap<String, Vec<f32>>)> {
+        let _writing = lock_file_async(self.writes_lock.clone()).await?;
+        let known: std::collections::HashSet<String> = self.document_ids().await?;
+        let (keys, orphans): (Vec<_>, Vec<_>) = self.chunk_keys().await?.into_iter().partition(|k| known.contains(&k.doc_id));
+        let mut orphan_docs: Vec<&str> = orphans.iter().map(|k| k.doc_id.as_str()).collect();
+        orphan_docs.sort();
+        orphan_docs.dedup();
+        let mut vectors = HashMap::new();
+        for group in orphan_docs.chunks(500) {
+            vectors.extend(self.vectors_of_documents(group).await?);
+            self.chunks.delete(&doc_id_filter(group)).await?;
+        }
+        Ok((keys, vectors))
+    }
+
+    /// The ids of the stored documents (no other column read, nothing opened).
+    async fn document_ids(&self) -> Result<std::collections::HashSet<String>> {
+        let batches: Vec<RecordBatch> =
+            self.documents.query().select(Select::columns(&["doc_id"])).execute().await?.try_collect().await?;
+        let mut ids = std::collections::HashSet::new();
+        for b in &batches {
+            let col = str_col(b, "doc_id")?;
+            ids.extend((0..b.num_rows()).map(|i| col.value(i).to_owned()));
+        }
+        Ok(ids)
     }
 
     /// Rewrites a document and its chunks under the current key: new id and chunk hashes (keyed

@@ -1,5 +1,5 @@
 //! Loaders: PDF (text per page through pdf-extract), Markdown and plain text (UTF-8, UTF-16 with
-//! a byte-order mark, or Latin-1/Windows-1252), HTML (html2text), DOCX and EPUB (zip + quick-xml,
+//! a byte-order mark or told by its zero bytes, or Latin-1/Windows-1252), HTML (html2text), DOCX and EPUB (zip + quick-xml,
 //! in `office`). Every failure is a `LoadError` that names the reason; nothing here panics on bad
 //! input (a panicking PDF parser is caught). Parsers that can run away are bounded further by
 //! running them in a child process (`isolate`).
@@ -107,6 +107,8 @@ pub enum LoadError {
     TooLarge(u64),
     #[error("this is a binary file, not text")]
     Binary,
+    #[error("not a regular file ({0}); not read")]
+    NotRegular(&'static str),
     #[error("not a readable PDF: {0}")]
     Pdf(String),
     #[error("the PDF is encrypted with a password")]
@@ -138,12 +140,56 @@ pub fn content_hash(bytes: &[u8]) -> String {
 
 pub fn load_file(path: &Path) -> Result<LoadedDocument, LoadError> {
     let kind = DocKind::from_path(path).ok_or(LoadError::Unsupported)?;
-    let len = std::fs::metadata(path)?.len();
-    if len > MAX_FILE_BYTES {
-        return Err(LoadError::TooLarge(len));
-    }
-    let bytes = std::fs::read(path)?;
+    let bytes = read_file(path)?;
     load_bytes(path, kind, &bytes)
+}
+
+/// The bytes of the regular file at `path`, at most `MAX_FILE_BYTES`. The file is opened without
+/// waiting (a named pipe swapped in since the folder was scanned would block an ordinary open
+/// until some program wrote to it) and what was opened is checked, not the path: a pipe, device
+/// or socket is refused before a byte is read, and a file that grows past the limit while being
+/// read is refused too.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(LoadError::NotRegular(special_file_kind(&meta.file_type())));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(LoadError::TooLarge(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(LoadError::TooLarge(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// What a file that is neither a regular file nor a folder is, in words.
+pub fn special_file_kind(file_type: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a named pipe";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+        if file_type.is_block_device() || file_type.is_char_device() {
+            return "a device";
+        }
+    }
+    if file_type.is_dir() {
+        return "a folder";
+    }
+    "a special file"
 }
 
 pub fn load_bytes(path: &Path, kind: DocKind, bytes: &[u8]) -> Result<LoadedDocument, LoadError> {
@@ -174,12 +220,19 @@ pub fn load_bytes(path: &Path, kind: DocKind, bytes: &[u8]) -> Result<LoadedDocu
     })
 }
 
-/// Decodes text in UTF-8, UTF-16 (with a byte-order mark) or, failing those, Windows-1252 (a
-/// superset of Latin-1). Bytes that look like a program or an image are refused.
+/// Decodes text in UTF-8, UTF-16 (with a byte-order mark, or without one when its zero bytes
+/// say so) or, failing those, Windows-1252 (a superset of Latin-1). Bytes that look like a
+/// program or an image are refused.
 pub fn decode_text(bytes: &[u8]) -> Result<String, LoadError> {
     if let Some((encoding, bom_len)) = encoding_rs::Encoding::for_bom(bytes) {
         let (text, _) = encoding.decode_without_bom_handling(&bytes[bom_len..]);
         return Ok(text.into_owned());
+    }
+    if let Some(encoding) = utf16_without_bom(bytes) {
+        let (text, malformed) = encoding.decode_without_bom_handling(bytes);
+        if !malformed && !looks_binary(text.as_bytes()) {
+            return Ok(text.into_owned());
+        }
     }
     if looks_binary(bytes) {
         return Err(LoadError::Binary);
@@ -197,6 +250,28 @@ pub fn html_to_text(html: &str) -> Result<String, LoadError> {
     html2text::config::with_decorator(html2text::render::TrivialDecorator::new())
         .string_from_read(html.as_bytes(), NO_WRAP)
         .map_err(|e| LoadError::Html(e.to_string()))
+}
+
+/// UTF-16 text with no byte-order mark, told by where its zero bytes are: text in Latin, Greek,
+/// Cyrillic… scripts has a zero high byte in most code units, so in UTF-16LE most odd bytes are
+/// zero and almost no even ones (the reverse in UTF-16BE). A binary file's zeros fall anywhere.
+fn utf16_without_bom(bytes: &[u8]) -> Option<&'static encoding_rs::Encoding> {
+    let head = &bytes[..bytes.len().min(8192) & !1];
+    let units = head.len() / 2;
+    if units < 2 {
+        return None;
+    }
+    let zeros_at = |parity: usize| head.iter().skip(parity).step_by(2).filter(|&&b| b == 0).count();
+    let (even, odd) = (zeros_at(0), zeros_at(1));
+    // At least 40 % of the units with a zero on one side and next to none on the other.
+    let told = |zeros: usize, other: usize| zeros * 5 >= units * 2 && other * 50 <= units;
+    if told(odd, even) {
+        Some(encoding_rs::UTF_16LE)
+    } else if told(even, odd) {
+        Some(encoding_rs::UTF_16BE)
+    } else {
+        None
+    }
 }
 
 /// Text files have no NUL bytes and few control characters; executables and images have many.
@@ -273,6 +348,35 @@ mod tests {
             bytes.extend_from_slice(&unit.to_le_bytes());
         }
         assert_eq!(decode_text(&bytes).unwrap(), "héllo");
+    }
+
+    #[test]
+    fn utf16_without_bom_is_told_by_its_zero_bytes() {
+        let text = "Quire reads UTF-16 too: naïve café, Ελληνικά, кириллица.\r\nSecond line.";
+        let le: Vec<u8> = text.encode_utf16().flat_map(|u| u.to_le_bytes()).collect();
+        let be: Vec<u8> = text.encode_utf16().flat_map(|u| u.to_be_bytes()).collect();
+        assert_eq!(decode_text(&le).unwrap(), text);
+        assert_eq!(decode_text(&be).unwrap(), text);
+        // Zeros scattered as in a program or an image are still refused.
+        let mut binary: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        binary[100] = 0;
+        binary[1001] = 0;
+        assert!(matches!(decode_text(&binary), Err(LoadError::Binary)));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_named_pipe_is_refused_at_once_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("notes.md");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path it is given.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(load_file(&fifo).map(|_| ())).unwrap());
+        let outcome = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("opening a named pipe must not block");
+        assert!(matches!(outcome, Err(LoadError::NotRegular("a named pipe"))), "{outcome:?}");
+        assert!(matches!(read_file(Path::new("/dev/zero")), Err(LoadError::NotRegular("a device"))));
     }
 
     #[test]

@@ -139,6 +139,12 @@ impl Llm {
         &self.path
     }
 
+    /// How many tokens `text` is to this model, where the runner can tell (Quire's decoder,
+    /// which holds the model's tokenizer); `None` on mistral.rs.
+    pub fn count_tokens(&self, text: &str) -> Option<usize> {
+        self.decoder()?.text().encode(text).ok().map(|ids| ids.len())
+    }
+
     /// Generates a reply, calling `on_text` with each piece of text as it arrives. When
     /// `stop` returns true the generation ends at the next token (dropping the stream makes
     /// mistral.rs finish the sequence) and the text so far comes back with reason "cancelled".

@@ -220,3 +220,70 @@ pub fn files_holding(dir: &Path, phrase: &str) -> Vec<PathBuf> {
         .map(|(p, _)| p)
         .collect()
 }
+
+/// A Quire home folder of a test's own and the `quire` command run in it, as a person would
+/// run it: the installed models, no passphrase from the test's environment unless `passphrase`
+/// sets one (then collections are protected by it, not the OS keychain).
+pub struct QuireHome {
+    pub dir: tempfile::TempDir,
+    exe: PathBuf,
+    passphrase: Option<String>,
+}
+
+impl QuireHome {
+    /// `exe` is the `quire` binary (`env!("CARGO_BIN_EXE_quire")` in the test).
+    pub fn new(exe: &str) -> QuireHome {
+        QuireHome { dir: tempfile::tempdir().expect("temp dir"), exe: exe.into(), passphrase: None }
+    }
+
+    pub fn with_passphrase(exe: &str, passphrase: &str) -> QuireHome {
+        QuireHome { passphrase: Some(passphrase.into()), ..QuireHome::new(exe) }
+    }
+
+    pub fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new(&self.exe);
+        c.args(args)
+            .env("QUIRE_HOME", self.dir.path())
+            .env("QUIRE_MODELS", quire_models::models_dir().expect("models folder"))
+            .env_remove("QUIRE_PASSPHRASE");
+        if let Some(p) = &self.passphrase {
+            c.env("QUIRE_PASSPHRASE", p);
+        }
+        c
+    }
+
+    /// Runs `quire args…` to the end; its output is printed for the test's log.
+    pub fn quire(&self, args: &[&str]) -> std::process::Output {
+        let out = self.command(args).output().expect("quire runs");
+        eprintln!(
+            "$ quire {}\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// The default collection's folder.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("index")
+    }
+}
+
+/// Resident memory and CPU time used so far (user + system, seconds) of process `pid`, read
+/// from /proc (Linux).
+pub fn process_usage(pid: u32) -> (u64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("process status");
+    let rss_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("process stat");
+    // Fields after the command name (which may hold spaces, and ends with the last ')').
+    let fields: Vec<&str> = stat[stat.rfind(')').expect("stat format") + 2..].split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf only reads a system constant.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (rss_kb * 1024, ticks / per_second)
+}

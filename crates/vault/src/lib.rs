@@ -210,6 +210,15 @@ impl Protection {
         String::from_utf8(plain).map_err(|_| damaged())
     }
 
+    /// How every value sealed under the current key starts (`None` for plain protection), so a
+    /// table can be asked which rows are sealed under another key.
+    pub fn current_prefix(&self) -> Option<String> {
+        match self {
+            Protection::Plain => None,
+            Protection::Sealed(ring) => Some(format!("{SEALED_PREFIX}{}.", ring.current.id)),
+        }
+    }
+
     /// The id of the key a stored value was sealed with (`None`: stored plain).
     pub fn sealed_by(stored: &str) -> Option<&str> {
         stored.strip_prefix(SEALED_PREFIX)?.split_once('.').map(|(id, _)| id)

@@ -239,7 +239,7 @@ impl Decoder {
         stop: impl Fn() -> bool,
     ) -> Result<Decoded> {
         let started = Instant::now();
-        let (prompt, cache) = self.prefill(request, speculation)?;
+        let (prompt, cache) = self.prefill(request, speculation, &stop)?;
         self.decode_from(request, &prompt, cache, started, speculation, seed, on_text, stop)
     }
 
@@ -254,7 +254,7 @@ impl Decoder {
             ..a
         });
         let started = Instant::now();
-        let (prompt, cache) = self.prefill(request, &widest)?;
+        let (prompt, cache) = self.prefill(request, &widest, &|| false)?;
         let prompt_time = started.elapsed();
         let mut out = Vec::with_capacity(speculations.len() + 1);
         for (i, speculation) in std::iter::once(&Speculation::off()).chain(speculations).enumerate() {
@@ -266,7 +266,12 @@ impl Decoder {
         Ok(out)
     }
 
-    fn prefill(&self, request: &GenerationRequest, speculation: &Speculation) -> Result<(Vec<u32>, KvCache)> {
+    /// Processes the prompt (all but its last token, which the first decode step runs) into a
+    /// new cache, in blocks of `PREFILL_BLOCK` tokens so that `stop` is seen within a block's
+    /// time: a client that went away does not keep the CPU busy for the whole prompt. Logits do
+    /// not depend on how tokens are grouped into passes, so the blocks change nothing else.
+    fn prefill(&self, request: &GenerationRequest, speculation: &Speculation, stop: &dyn Fn() -> bool) -> Result<(Vec<u32>, KvCache)> {
+        const PREFILL_BLOCK: usize = 256;
         let prompt = self.text.prompt(&request.system, &request.user)?;
         if prompt.is_empty() {
             bail!("the prompt is empty");
@@ -281,7 +286,12 @@ impl Decoder {
             );
         }
         let mut cache = self.target.new_cache(capacity);
-        self.target.forward(&prompt[..prompt.len() - 1], &mut cache, usize::MAX)?;
+        for block in prompt[..prompt.len() - 1].chunks(PREFILL_BLOCK) {
+            if stop() {
+                bail!("cancelled");
+            }
+            self.target.forward(block, &mut cache, usize::MAX)?;
+        }
         Ok((prompt, cache))
     }
 

@@ -1,0 +1,346 @@
+//! What an unlucky or hostile user can do to Quire through the `quire` command, and what must
+//! hold: a key rotation killed anywhere, a lost key manifest, a file swapped for a named pipe
+//! while it is being ingested, file names made of terminal escape sequences, links that lead out
+//! of the folder given, and the local API flooded with a header or abandoned mid-answer.
+
+use std::io::{BufRead, Read, Write};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use quire_testkit::QuireHome;
+
+const QUIRE: &str = env!("CARGO_BIN_EXE_quire");
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Notes in Markdown, each with a sentence of its own, for collections with many documents.
+fn write_notes(dir: &Path, count: usize) {
+    let animals = ["otter", "heron", "lynx", "badger", "marten", "ibis", "newt", "vole"];
+    for i in 0..count {
+        let animal = animals[i % animals.len()];
+        let body = format!(
+            "# Field note {i}\n\nThe {animal} seen at station {i} was tagged with ring number {}.\n\n\
+             Observers logged the {animal} feeding near the reed bed for {} minutes before it left.\n",
+            1000 + i * 7,
+            10 + i
+        );
+        std::fs::write(dir.join(format!("note-{i:02}.md")), body).unwrap();
+    }
+}
+
+/// A child process killed when the test ends, passed or not.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits for `child` to end, at most `limit`; `None` if it had to be killed.
+fn wait_at_most(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// A pseudo-random number generator for kill points, seeded from the clock (the seed is printed
+/// so a failing run can be repeated).
+struct Rng(u64);
+
+impl Rng {
+    fn from_clock() -> Rng {
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+        eprintln!("kill points from seed {seed}");
+        Rng(seed)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
+
+/// `quire key rotate` killed (SIGKILL) at random points while it reseals, round after round:
+/// after each kill dense and hybrid search work, and at the end answers too, every document is
+/// there and the rotation has finished. (Before, a kill between a document's new rows and the
+/// removal of its old chunks left chunks under a key that the next start then forgot.)
+#[test]
+fn a_key_rotation_killed_anywhere_leaves_search_and_answers_working() {
+    let home = QuireHome::with_passphrase(QUIRE, "rotation test");
+    let docs = tempfile::tempdir().unwrap();
+    const NOTES: usize = 24;
+    write_notes(docs.path(), NOTES);
+    assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
+
+    // One whole rotation, its resealing timed: the kills are spread over that long.
+    let (mut rotate, mut stderr) = start_resealing(&home);
+    let started = Instant::now();
+    assert!(rotate.wait().unwrap().success());
+    let resealing = started.elapsed();
+    let _ = stderr.read_to_string(&mut String::new());
+    eprintln!("a whole rotation reseals in {resealing:?}");
+    let mut rng = Rng::from_clock();
+    let mut mid_reseal = 0;
+    for round in 0..10 {
+        let (mut rotate, mut stderr) = start_resealing(&home);
+        let delay = Duration::from_millis(rng.below(resealing.as_millis() as u64));
+        std::thread::sleep(delay);
+        let finished = rotate.try_wait().unwrap().is_some();
+        let _ = rotate.kill();
+        let _ = rotate.wait();
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        eprintln!("round {round}: killed after {delay:?} ({}), at {:?}", if finished { "already done" } else { "resealing" }, rest.rsplit('\r').next().unwrap_or(""));
+        mid_reseal += usize::from(!finished);
+        for mode in ["dense", "hybrid"] {
+            let out = home.quire(&["search", "Which animal was tagged with ring number 1049?", "--mode", mode]);
+            assert!(out.status.success(), "round {round}: {mode} search after the kill: {}", text(&out.stderr));
+            assert!(text(&out.stdout).contains("note-"), "round {round}: {mode} search found nothing");
+        }
+    }
+    assert!(mid_reseal >= 5, "only {mid_reseal} of 10 kills landed while resealing");
+    let out = home.quire(&["ask", "Which animal was tagged with ring number 1049?", "--model", "smollm2-135m"]);
+    assert!(out.status.success(), "ask after the kills: {}", text(&out.stderr));
+    let list = text(&home.quire(&["list"]).stdout);
+    assert!(list.contains(&format!("{NOTES} documents")), "{list}");
+    let status = text(&home.quire(&["key", "status"]).stdout);
+    assert!(!status.contains("rotation under way"), "{status}");
+}
+
+/// Starts `quire key rotate` and returns once it has begun resealing (its first progress count
+/// is printed), with its standard error to read the rest from.
+fn start_resealing(home: &QuireHome) -> (Child, std::process::ChildStderr) {
+    let mut rotate = home.command(&["key", "rotate"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stderr = rotate.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !text(&seen).ends_with("resealing documents: ") && stderr.read(&mut byte).unwrap_or(0) == 1 {
+        seen.push(byte[0]);
+    }
+    assert!(text(&seen).ends_with("resealing documents: "), "the rotation did not start: {}", text(&seen));
+    (rotate, stderr)
+}
+
+/// A collection whose `vault.json` is lost: the next command fails, writes nothing and says to
+/// import the backup, and the backup then brings it back. (Before, `quire list` made a new key
+/// and manifest for a new collection id, and the backup was refused as another collection's.)
+#[test]
+fn a_lost_key_manifest_is_restored_from_the_backup_not_replaced() {
+    let home = QuireHome::with_passphrase(QUIRE, "manifest test");
+    let docs = tempfile::tempdir().unwrap();
+    write_notes(docs.path(), 2);
+    assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
+    let backup = home.dir.path().join("backup.json");
+    let export = home.command(&["key", "export", backup.to_str().unwrap()]).env("QUIRE_BACKUP_PASSPHRASE", "backup words").output().unwrap();
+    assert!(export.status.success(), "{}", text(&export.stderr));
+
+    std::fs::remove_file(home.data_dir().join("vault.json")).unwrap();
+    let before = quire_testkit::files_under(&home.data_dir());
+    let out = home.quire(&["list"]);
+    assert!(!out.status.success(), "opened a collection without its key manifest");
+    assert!(text(&out.stderr).contains("quire key import"), "{}", text(&out.stderr));
+    assert_eq!(quire_testkit::files_under(&home.data_dir()), before, "nothing written");
+
+    let import = home.command(&["key", "import", backup.to_str().unwrap()]).env("QUIRE_BACKUP_PASSPHRASE", "backup words").output().unwrap();
+    assert!(import.status.success(), "the backup is refused: {}", text(&import.stderr));
+    let list = home.quire(&["list"]);
+    assert!(list.status.success() && text(&list.stdout).contains("2 documents"), "{}", text(&list.stderr));
+    let search = home.quire(&["search", "reed bed", "--mode", "hybrid"]);
+    assert!(search.status.success() && text(&search.stdout).contains("note-"), "{}", text(&search.stderr));
+}
+
+/// A file swapped for a named pipe after the folder was scanned is reported, not waited on, and
+/// everything else is stored; a pipe that was there at the scan is named too. (Before, the
+/// ingestion blocked on the pipe until the loader's time limit and beyond.)
+#[test]
+fn a_file_swapped_for_a_named_pipe_is_skipped_not_waited_on() {
+    let home = QuireHome::with_passphrase(QUIRE, "pipe test");
+    let docs = tempfile::tempdir().unwrap();
+    write_notes(docs.path(), 12);
+    std::fs::write(docs.path().join("zz-last.md"), "# Last\n\nThe last note, swapped for a pipe.\n").unwrap();
+    let mkfifo = |path: &Path| assert!(std::process::Command::new("mkfifo").arg(path).status().unwrap().success());
+    mkfifo(&docs.path().join("pipe-from-the-start.md"));
+
+    let mut ingest = Killed(
+        home.command(&["ingest", docs.path().to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(),
+    );
+    // The scan is done once the queue on disk names the files; the last one is then swapped.
+    let queue = home.data_dir().join("ingest-queue.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&queue).map(|m| m.len()).unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "the ingestion never queued its files");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let swap = docs.path().join("swap.tmp");
+    mkfifo(&swap);
+    std::fs::rename(&swap, docs.path().join("zz-last.md")).unwrap();
+
+    // Well within the loader's 120 s limit.
+    let status = wait_at_most(&mut ingest.0, Duration::from_secs(60)).expect("the ingestion hung on the named pipe");
+    let (mut out, mut err) = (String::new(), String::new());
+    ingest.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    ingest.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    eprintln!("{out}{err}");
+    assert_eq!(status.code(), Some(2), "some files failed");
+    for name in ["zz-last.md", "pipe-from-the-start.md"] {
+        let line = err.lines().find(|l| l.contains(name)).unwrap_or_else(|| panic!("{name} not named: {err}"));
+        assert!(line.contains("named pipe"), "{line}");
+    }
+    assert!(out.contains("12 indexed"), "{out}");
+}
+
+/// File names holding terminal escape sequences and a line break are printed escaped: no ESC
+/// byte reaches the terminal, and no line of the report can be forged.
+#[test]
+fn control_characters_in_file_names_are_printed_escaped() {
+    let home = QuireHome::with_passphrase(QUIRE, "names test");
+    let docs = tempfile::tempdir().unwrap();
+    let good = "\u{1b}]0;pwned\u{7}\u{1b}[2Jclear.md";
+    let forged = "x.md\nFAILED    forged.md: a line that was never printed\n.md";
+    std::fs::write(docs.path().join(good), "# Escapes\n\nA note whose name clears the screen.\n").unwrap();
+    std::fs::write(docs.path().join(forged), [0x7f, b'E', b'L', b'F', 0, 0, 0, 0]).unwrap();
+    let ingest = home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    let list = home.quire(&["list"]);
+    let jobs = home.quire(&["jobs"]);
+    for out in [&ingest, &list, &jobs] {
+        for stream in [&out.stdout, &out.stderr] {
+            assert!(!stream.contains(&0x1b) && !stream.contains(&0x07), "a raw control character: {:?}", text(stream));
+            assert!(!text(stream).lines().any(|l| l.starts_with("FAILED    forged.md")), "a forged line: {}", text(stream));
+        }
+    }
+    assert!(text(&ingest.stdout).contains("\\u{1b}]0;pwned"), "{}", text(&ingest.stdout));
+    assert!(text(&ingest.stderr).contains("x.md\\nFAILED"), "{}", text(&ingest.stderr));
+    assert!(text(&list.stdout).contains("[2Jclear.md"), "{}", text(&list.stdout));
+}
+
+/// A link inside an ingested folder that leads out of it is skipped and reported, unless the
+/// user asks to follow such links; a link within the folder is followed.
+#[test]
+fn links_out_of_the_folder_are_not_followed_unless_asked() {
+    let home = QuireHome::with_passphrase(QUIRE, "links test");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("private.md"), "# Private\n\nSomeone else's private diary entry.\n").unwrap();
+    let docs = tempfile::tempdir().unwrap();
+    write_notes(docs.path(), 1);
+    std::os::unix::fs::symlink(outside.path().join("private.md"), docs.path().join("diary.md")).unwrap();
+    std::fs::create_dir(docs.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink(docs.path().join("note-00.md"), docs.path().join("sub/again.md")).unwrap();
+
+    let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "the link out is reported as skipped");
+    let line = text(&out.stderr).lines().find(|l| l.contains("diary.md")).map(str::to_owned).expect("the link out is named");
+    assert!(line.contains("outside the folder") && line.contains("--follow-links"), "{line}");
+    let list = text(&home.quire(&["list"]).stdout);
+    assert!(!list.contains("private.md") && list.contains("1 documents"), "{list}");
+
+    let out = home.quire(&["ingest", "--follow-links", docs.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&home.quire(&["list"]).stdout).contains("private.md"));
+}
+
+/// Starts `quire serve` with the tiny model on a free port over a collection of the sample
+/// Markdown files; returns the server, its port and the bearer token.
+fn serve(home: &QuireHome) -> (Killed, u16, String) {
+    let docs = quire_testkit::copy_samples(&["markdown"]);
+    assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
+    let token = text(&home.quire(&["key", "api-token"]).stdout).trim().to_owned();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = Killed(
+        home.command(&["serve", "--port", &port.to_string(), "--model", "smollm2-135m"]).stdout(Stdio::piped()).spawn().unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufReader::new(server.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+    (server, port, token)
+}
+
+fn chat_request(port: u16, token: &str, question: &str) -> String {
+    let body = format!(r#"{{"model":"quire","messages":[{{"role":"user","content":"{question}"}}]}}"#);
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn status_of(reply: &str) -> u16 {
+    reply.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// The local API under abuse: a header line that never ends (no token) costs the server a
+/// bounded amount of memory and gets 431; questions whose clients hang up stop costing CPU at
+/// once, waiting ones included; more waiting questions than the bound get 503.
+#[test]
+fn the_local_api_bounds_headers_and_drops_abandoned_questions() {
+    let home = QuireHome::new(QUIRE);
+    let (server, port, token) = serve(&home);
+    let pid = server.0.id();
+    let host = format!("127.0.0.1:{port}");
+
+    // Warm up: one whole answer, so the model is loaded before anything is measured.
+    let mut s = std::net::TcpStream::connect(&host).unwrap();
+    s.write_all(chat_request(port, &token, "What does the tokio crate provide?").as_bytes()).unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert_eq!(status_of(&reply), 200, "{reply}");
+
+    // 1. A header line of up to 256 MiB with no line end, without a token.
+    let (rss_before, _) = quire_testkit::process_usage(pid);
+    let mut flood = std::net::TcpStream::connect(&host).unwrap();
+    flood.write_all(b"GET /v1/models HTTP/1.1\r\nX-Flood: ").unwrap();
+    let block = vec![b'a'; 1 << 20];
+    let mut sent = 0usize;
+    while sent < 256 << 20 && flood.write_all(&block).is_ok() {
+        sent += block.len();
+    }
+    let mut reply = Vec::new();
+    let _ = flood.read_to_end(&mut reply);
+    let (rss_after, _) = quire_testkit::process_usage(pid);
+    eprintln!("header flood: {} MiB sent; server RSS {} MB -> {} MB", sent >> 20, rss_before / 1_000_000, rss_after / 1_000_000);
+    assert!(rss_after < rss_before + (32 << 20), "the server grew from {rss_before} to {rss_after} bytes");
+    if !reply.is_empty() {
+        assert_eq!(status_of(&text(&reply)), 431, "{}", text(&reply));
+    }
+
+    // 2. Five questions whose clients hang up right after asking.
+    for i in 0..5 {
+        let mut s = std::net::TcpStream::connect(&host).unwrap();
+        s.write_all(chat_request(port, &token, &format!("Question {i}: what does tokio do for backpressure?")).as_bytes()).unwrap();
+        drop(s);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let (_, cpu_before) = quire_testkit::process_usage(pid);
+    std::thread::sleep(Duration::from_secs(10));
+    let (_, cpu_after) = quire_testkit::process_usage(pid);
+    eprintln!("CPU used in the 10 s after 5 abandoned questions: {:.2} s", cpu_after - cpu_before);
+    assert!(cpu_after - cpu_before < 1.5, "abandoned questions kept the server busy: {:.2} CPU s in 10 s", cpu_after - cpu_before);
+
+    // 3. One answering and MAX_WAITING waiting: the next is told to come back later.
+    let mut held = Vec::new();
+    for i in 0..=quire_api::MAX_WAITING {
+        let mut s = std::net::TcpStream::connect(&host).unwrap();
+        s.write_all(chat_request(port, &token, &format!("Held question {i} about tokio")).as_bytes()).unwrap();
+        held.push(s);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut extra = std::net::TcpStream::connect(&host).unwrap();
+    extra.write_all(chat_request(port, &token, "One too many").as_bytes()).unwrap();
+    extra.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut reply = String::new();
+    let _ = extra.read_to_string(&mut reply);
+    assert_eq!(status_of(&reply), 503, "{reply}");
+    drop(held);
+}
