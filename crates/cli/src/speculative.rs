@@ -141,8 +141,9 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
     };
     let asked: Vec<_> = cases.into_iter().take(args.limit).collect();
     println!(
-        "machine: {} cores; target {}; draft {}",
+        "machine: {} cores, {} kernels; target {}; draft {}",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        quire_llm::decoder::kernel_name(),
         config.llm_path.display(),
         config.draft_path.as_ref().map(|d| d.display().to_string()).unwrap_or_else(|| "none".into())
     );

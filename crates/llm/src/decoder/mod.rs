@@ -25,6 +25,7 @@ use ts_rs::TS;
 use crate::thermal::{PowerState, Throttle};
 use crate::{Generation, GenerationRequest, GenerationStats};
 
+mod attention;
 mod drafting;
 mod q4k;
 mod text;
@@ -32,6 +33,7 @@ mod transformer;
 mod weights;
 
 pub use drafting::{lookup, DraftSource, SOURCES};
+pub use q4k::kernel_name;
 pub use text::ChatText;
 pub use transformer::{Config, KvCache, Transformer};
 pub(crate) use weights::widened_to_q8_0;

@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
 use rayon::prelude::*;
 
+use super::attention;
 use super::weights::{self, Matrix};
 
 #[derive(Debug, Clone)]
@@ -325,15 +326,9 @@ impl Transformer {
             let first_head = kv * group;
             let queries = &q[(t * c.heads + first_head) * hd..(t * c.heads + first_head + group) * hd];
             let seen = start + t + 1;
-            // scores[h][p] for the group's heads h.
+            let base = cache.slot(kv, 0);
             let mut scores = vec![0f32; group * seen];
-            for p in 0..seen {
-                let slot = cache.slot(kv, p);
-                let key = &keys[slot..slot + hd];
-                for h in 0..group {
-                    scores[h * seen + p] = dot(&queries[h * hd..(h + 1) * hd], key) * scale;
-                }
-            }
+            attention::scores(queries, &keys[base..base + seen * hd], hd, scale, &mut scores);
             for row in scores.chunks_mut(seen) {
                 let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
                 let mut sum = 0f32;
@@ -345,35 +340,9 @@ impl Transformer {
                     *s /= sum;
                 }
             }
-            o.fill(0.0);
-            for p in 0..seen {
-                let slot = cache.slot(kv, p);
-                let value = &values[slot..slot + hd];
-                for h in 0..group {
-                    let w = scores[h * seen + p];
-                    for (oi, vi) in o[h * hd..(h + 1) * hd].iter_mut().zip(value) {
-                        *oi += w * vi;
-                    }
-                }
-            }
+            attention::weighted_values(&scores, &values[base..base + seen * hd], hd, o);
         });
     }
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Eight partial sums: vectorises, and the order is fixed, so results are reproducible.
-    let mut acc = [0f32; 8];
-    let chunks = a.len() / 8;
-    for i in 0..chunks {
-        for j in 0..8 {
-            acc[j] += a[i * 8 + j] * b[i * 8 + j];
-        }
-    }
-    let mut sum: f32 = acc.iter().sum();
-    for i in chunks * 8..a.len() {
-        sum += a[i] * b[i];
-    }
-    sum
 }
 
 fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
