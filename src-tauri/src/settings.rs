@@ -90,8 +90,7 @@ mod tests {
     fn settings_round_trip_and_damaged_files_are_kept_aside() {
         let home = tempfile::tempdir().unwrap();
         assert_eq!(Settings::load(home.path()), Settings::default());
-        let mut s = Settings::default();
-        s.collection = "taxes".into();
+        let mut s = Settings { collection: "taxes".into(), ..Settings::default() };
         s.watched_folders.push("/tmp/docs".into());
         s.save(home.path()).unwrap();
         assert_eq!(Settings::load(home.path()), s);

@@ -75,7 +75,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     println!("machine: {} cores, {}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), cpu_name());
     let embedder = Embedder::load(&quire_models::MINILM.location()?)?;
     let chunker = Chunker::new(embedder.tokenizer())?;
-    let (files, _) = quire_engine::discover_files(&[docs_dir.clone()], false);
+    let (files, _) = quire_engine::discover_files(std::slice::from_ref(&docs_dir), false);
     let mut chunks = Vec::new();
     for f in &files {
         if let Ok(doc) = quire_ingest::load_file(f) {

@@ -147,7 +147,7 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
     }
     let engine = Engine::open(config).await?;
     let started = Instant::now();
-    let report = engine.ingest(&[files.clone()], &mut |_| {}, &Cancel::new()).await?;
+    let report = engine.ingest(std::slice::from_ref(&files), &mut |_| {}, &Cancel::new()).await?;
     println!(
         "ingested {} documents ({} chunks) in {:.0} s; {} unchanged; {} failed",
         report.count(|o| matches!(o, FileOutcome::Indexed { .. })),

@@ -265,8 +265,8 @@ impl KnowledgeBase {
     }
 
     /// Whether the knowledge base in `dir` holds data sealed under some key: a document row
-    /// that records its key (not "plain": stored without encryption). Reads only (creates nothing), for a folder whose key manifest is
-    /// missing: such a folder must not get a new key.
+    /// that records its key (not "plain": stored without encryption). Reads only (creates
+    /// nothing), for a folder whose key manifest is missing: such a folder must not get a new key.
     pub async fn holds_sealed_data(dir: &Path) -> Result<bool> {
         if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
             return Ok(false);
@@ -436,8 +436,7 @@ impl KnowledgeBase {
     /// also the documents any of whose chunk rows is sealed under another key (a scan of every
     /// chunk's text: done while a rotation is under way, not at every start).
     pub async fn documents_to_reseal(&self, thorough: bool) -> Result<Vec<DocumentRecord>> {
-        let filter = format!("sealed_by IS NULL OR sealed_by != {}", sql_str(self.protection().key_id()));
-        let mut docs = self.query_documents(Some(filter)).await?;
+        let mut docs = self.query_documents(Some(self.documents_under_other_keys())).await?;
         if thorough {
             let listed: std::collections::HashSet<String> = docs.iter().map(|d| d.doc_id.clone()).collect();
             let mut owners: Vec<String> = self.chunk_doc_ids(self.chunks_under_other_keys()).await?.into_iter().filter(|id| !listed.contains(id)).collect();
@@ -455,8 +454,12 @@ impl KnowledgeBase {
     /// their text). A key may be forgotten only when this is zero.
     pub async fn rows_under_other_keys(&self) -> Result<usize> {
         let Some(chunks) = self.chunks_under_other_keys() else { return Ok(0) };
-        let documents = format!("sealed_by IS NULL OR sealed_by != {}", sql_str(self.protection().key_id()));
-        Ok(self.documents.count_rows(Some(documents)).await? + self.chunks.count_rows(Some(chunks)).await?)
+        Ok(self.documents.count_rows(Some(self.documents_under_other_keys())).await? + self.chunks.count_rows(Some(chunks)).await?)
+    }
+
+    /// The filter for document rows not sealed under the current key.
+    fn documents_under_other_keys(&self) -> String {
+        format!("sealed_by IS NULL OR sealed_by != {}", sql_str(self.protection().key_id()))
     }
 
     /// The filter for chunk rows whose text is not sealed under the current key (`None` when

@@ -27,6 +27,8 @@ pub struct Llm {
     path: PathBuf,
 }
 
+// One per loaded model, so the decoder's size inline costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 enum Backend {
     Own { decoder: decoder::Decoder, speculation: decoder::Speculation },
     Mistral(Model),

@@ -391,7 +391,7 @@ impl Decoder {
             if generated >= max_tokens {
                 return Ok("length".into());
             }
-            if speculation.enabled && speculation.respect_thermal && stats.verify_steps % 32 == 0 {
+            if speculation.enabled && speculation.respect_thermal && stats.verify_steps.is_multiple_of(32) {
                 power = PowerState::read();
                 throttle = Throttle::for_state(power);
                 stats.power = Some(power);

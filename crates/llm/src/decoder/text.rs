@@ -52,8 +52,8 @@ impl ChatText {
                 model.as_deref().unwrap_or("missing")
             );
         }
-        let tokens = strings(&content, "tokenizer.ggml.tokens")?;
-        let merges = strings(&content, "tokenizer.ggml.merges")?
+        let tokens = strings(content, "tokenizer.ggml.tokens")?;
+        let merges = strings(content, "tokenizer.ggml.merges")?
             .into_iter()
             .map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| anyhow!("bad merge {m:?}")))
             .collect::<Result<Vec<_>>>()?;

@@ -135,7 +135,7 @@ impl Matrix {
 pub fn widened_to_q8_0(dtype: GgmlDType, dims: &[usize]) -> bool {
     matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::F16)
         && dims.len() == 2
-        && dims[1] % 32 == 0
+        && dims[1].is_multiple_of(32)
 }
 
 /// Reads a tensor, widened to Q8_0 where `widened_to_q8_0` says so.
@@ -165,7 +165,7 @@ fn read_blocks<T: RowDot, R: Read + Seek>(
     offset: u64,
     elements: usize,
 ) -> Result<Box<dyn Blocks>> {
-    if elements % T::BLCK_SIZE != 0 {
+    if !elements.is_multiple_of(T::BLCK_SIZE) {
         bail!("{elements} values do not fill whole {:?} blocks", T::DTYPE);
     }
     let mut blocks = vec![T::zeros(); elements / T::BLCK_SIZE];
