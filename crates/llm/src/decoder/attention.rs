@@ -53,11 +53,15 @@ pub fn weighted_values(weights: &[f32], values: &[f32], hd: usize, out: &mut [f3
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub(super) use avx2::hsum;
+
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx2 {
     use std::arch::x86_64::*;
 
+    /// The sum of a vector's eight floats, in a fixed order (the Q4_K kernels use it too).
     #[inline(always)]
-    unsafe fn hsum(x: __m256) -> f32 {
+    pub unsafe fn hsum(x: __m256) -> f32 {
         let r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
         let r = _mm_add_ps(r, _mm_movehl_ps(r, r));
         let r = _mm_add_ss(r, _mm_movehdup_ps(r));

@@ -111,23 +111,20 @@ pub fn dot_tile(row: &[BlockQ4K], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub fn wide_kernel() -> bool {
     static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WIDE.get_or_init(|| {
-        std::env::var("QUIRE_KERNELS").map_or(true, |k| k != "avx2")
-            && is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512vnni")
-    })
+    *WIDE.get_or_init(|| std::env::var("QUIRE_KERNELS").map_or(true, |k| k != "avx2") && cpu_has_avx512_vnni())
+}
+
+/// The CPU features the AVX-512 kernel needs.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+fn cpu_has_avx512_vnni() -> bool {
+    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vnni")
 }
 
 /// The kernel in use, for benchmark and log lines.
 pub fn kernel_name() -> &'static str {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    if wide_kernel() {
-        return "AVX-512 VNNI";
-    }
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    return "AVX2";
-    #[allow(unreachable_code)]
+    return if wide_kernel() { "AVX-512 VNNI" } else { "AVX2" };
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
     "portable"
 }
 
@@ -184,6 +181,7 @@ mod avx512 {
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx2 {
     use super::*;
+    pub(super) use crate::decoder::attention::hsum;
     use std::arch::x86_64::*;
 
     /// Each sub-block's min twice, against the token's two 16-value sums per sub-block.
@@ -200,14 +198,6 @@ mod avx2 {
         let sums = _mm256_loadu_si256(q8.add(QK_K) as *const __m256i);
         let m = _mm256_cvtepi32_ps(_mm256_madd_epi16(sums, mins));
         _mm256_fmadd_ps(_mm256_set1_ps(scale), m, acc)
-    }
-
-    #[inline(always)]
-    pub(super) unsafe fn hsum(x: __m256) -> f32 {
-        let r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-        let r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-        let r = _mm_add_ss(r, _mm_movehdup_ps(r));
-        _mm_cvtss_f32(r)
     }
 
     pub unsafe fn dot_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
@@ -303,7 +293,7 @@ mod tests {
             let candle = BlockQ4K::vec_dot(cols, &row, &tokens[t]);
             assert!((candle - narrow[t]).abs() <= 1e-4 * candle.abs().max(1.0), "AVX2 token {t}: {} vs {candle}", narrow[t]);
         }
-        if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vnni")) {
+        if !cpu_has_avx512_vnni() {
             println!("this CPU has no AVX-512 VNNI: only the AVX2 kernel checked");
             return;
         }
