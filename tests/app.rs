@@ -249,26 +249,33 @@ impl App {
     }
 
     /// Asks in the current window and returns every distinct text the answer showed on its way,
-    /// sampled every 20 ms, until the answer is complete.
-    fn ask(&self, question: &str, timeout: Duration) -> Vec<String> {
+    /// sampled every 20 ms, until the answer is complete; and the most retrieved passages the
+    /// sources pane listed while the answer had no text yet.
+    fn ask(&self, question: &str, timeout: Duration) -> (Vec<String>, u64) {
         let before = self.js("return document.querySelectorAll('.exchange').length;", json!([])).as_u64().unwrap();
         self.type_into("#question", question);
         self.click("#ask-button");
         let mut seen: Vec<String> = Vec::new();
+        let mut sources_before_text = 0;
         let until = Instant::now() + timeout;
         loop {
             let v = self.js(
                 "const x = document.querySelectorAll('.exchange'); if (x.length <= arguments[0]) return null; \
-                 const e = x[x.length - 1]; return [e.dataset.state, e.querySelector('.answer-text').textContent, e.querySelector('.answer-meta').textContent];",
+                 const e = x[x.length - 1]; const list = document.getElementById('source-list'); \
+                 return [e.dataset.state, e.querySelector('.answer-text').textContent, e.querySelector('.answer-meta').textContent, \
+                         list.dataset.state === 'retrieved' ? list.querySelectorAll('.source').length : 0];",
                 json!([before]),
             );
             if let Some(a) = v.as_array() {
                 let (state, text) = (a[0].as_str().unwrap_or(""), a[1].as_str().unwrap_or("").to_string());
+                if text.is_empty() && state == "streaming" {
+                    sources_before_text = sources_before_text.max(a[3].as_u64().unwrap_or(0));
+                }
                 if !text.is_empty() && seen.last() != Some(&text) {
                     seen.push(text);
                 }
                 match state {
-                    "done" => return seen,
+                    "done" => return (seen, sources_before_text),
                     "error" | "cancelled" => panic!("the answer failed: {}", a[2]),
                     _ => {}
                 }
@@ -333,9 +340,15 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     assert!(docs_listed >= 4, "documents listed: {docs_listed}");
 
     // Ask: the answer streams in several updates, then shows citations with document and page.
-    let updates = app.ask("What does the ssearch36 program do?", Duration::from_secs(400));
+    // The retrieved passages show before the first word (the model loads and reads them in
+    // between), and the answer says how far it read: all of its prompt.
+    let (updates, sources_before_text) = app.ask("What does the ssearch36 program do?", Duration::from_secs(400));
     eprintln!("{} distinct streamed texts; final: {:?}", updates.len(), updates.last());
     assert!(updates.len() >= 3, "answer streamed in several updates: {updates:?}");
+    assert_eq!(sources_before_text, 3, "the 3 retrieved passages listed before the answer's first word");
+    let read = app.attr(".exchange:last-child", "data-prompt").unwrap_or_default();
+    let (done, total) = read.split_once('/').unwrap_or_else(|| panic!("no prompt progress shown: {read:?}"));
+    assert!(done == total && total.parse::<u32>().unwrap() > 100, "prompt read in full: {read}");
     let markers = app.js("return document.querySelectorAll('.exchange:last-child .citation-marker').length;", json!([])).as_u64().unwrap();
     assert!(markers >= 1, "citation markers shown");
     let sources: Vec<String> = app
@@ -378,7 +391,7 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     });
     app.cmd("POST", "/window", Some(json!({"handle": quick})));
     assert_eq!(app.text("title"), "Quire — quick ask");
-    let quick_updates = app.ask("Which scoring matrix does FASTA use by default?", Duration::from_secs(400));
+    let (quick_updates, _) = app.ask("Which scoring matrix does FASTA use by default?", Duration::from_secs(400));
     assert!(!quick_updates.is_empty());
     let quick_sources = app.js("return document.querySelectorAll('#source-list .source').length;", json!([])).as_u64().unwrap();
     assert!(quick_sources >= 1, "quick ask shows its sources");

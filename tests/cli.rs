@@ -68,6 +68,15 @@ fn ingest_then_ask_with_the_tiny_model() {
     let home = Home::new();
     ingest_samples(&home, docs.path());
     ask(&home, "smollm2-135m", "What does the tokio crate provide?");
+    // Without --json: the answer streams to stdout; stderr says what the model is reading
+    // before the first word, and the same prompt size in the closing figures.
+    let out = home.quire(&["ask", "--model", "smollm2-135m", "What does the notify crate do?"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let reading = err.lines().find_map(|l| l.strip_prefix("reading the question and 3 passages: ")).unwrap_or_else(|| panic!("{err}"));
+    let tokens = reading.strip_suffix(" prompt tokens").unwrap_or_else(|| panic!("{reading}"));
+    assert!(err.contains(&format!("({tokens} prompt + ")), "{err}");
+    assert!(text(&out.stdout).contains("Sources:"), "{}", text(&out.stdout));
     // Missing models are named with the command that fetches them.
     let out = home.quire(&["ask", "--model", "/nonexistent/model.gguf", "hello"]);
     assert!(!out.status.success());

@@ -1,4 +1,4 @@
-import { citedPlaces, ExchangeView, renderSources } from "./answer";
+import { citedPlaces, ExchangeView, renderSources, retrievedPlaces } from "./answer";
 import type { Citation } from "./bindings/Citation";
 
 const citation = (number: number, quote: string, passage: string, range: [number, number] | null, page: number | null = 4): Citation => ({
@@ -17,7 +17,7 @@ describe("answer view", () => {
     const cited = v.finish({
       question: "q", text: "It is a search.", raw: "", sources: [],
       citations: [citation(2, "b", "ab", [1, 2]), citation(1, "a", "ab", [0, 1]), citation(2, "again", "ab", null)],
-      stats: { prompt_tokens: 1, completion_tokens: 2, time_to_first_token: { secs: 1, nanos: 500_000_000 }, total_time: { secs: 2, nanos: 0 }, decode_tokens_per_sec: 10, prompt_tokens_per_sec: 5, finish_reason: "stop" },
+      stats: { prompt_tokens: 1, prompt_reused_tokens: 0, completion_tokens: 2, time_to_first_token: { secs: 1, nanos: 500_000_000 }, total_time: { secs: 2, nanos: 0 }, decode_tokens_per_sec: 10, prompt_tokens_per_sec: 5, finish_reason: "stop" },
       speculation: {
         verify_steps: 4, generated_tokens: 10, draft_model_steps: 0, decode_tokens_per_sec: 10, decode_secs: 1, power: null,
         grammar: { proposed: 6, accepted: 6, pauses: 0 }, lookup: { proposed: 2, accepted: 0, pauses: 0 }, model: { proposed: 0, accepted: 0, pauses: 0 },
@@ -32,6 +32,40 @@ describe("answer view", () => {
     expect(v.root.dataset.state).toBe("done");
     expect(v.root.querySelector(".answer-meta")!.textContent).toContain("first token 1.5 s");
     expect(v.root.querySelector(".answer-meta")!.textContent).toContain("2.5 tokens/step");
+  });
+
+  it("shows how far the model has read the passages until the first word", () => {
+    const v = new ExchangeView("q", () => {});
+    const source = { number: 1, chunk_id: "doc:0", path: "/docs/a.pdf", page: 3, start: 0, end: 4, text: "text", score: 1 };
+    v.onEvent({ type: "retrieved", sources: [source, { ...source, number: 2 }, { ...source, number: 3 }] });
+    const bar = v.root.querySelector<HTMLProgressElement>("progress.reading")!;
+    const meta = v.root.querySelector(".answer-meta")!;
+    expect(bar.hidden).toBe(true);
+    v.onEvent({ type: "prompt_progress", done: 0, total: 1400 });
+    v.onEvent({ type: "prompt_progress", done: 512, total: 1400 });
+    expect(bar.hidden).toBe(false);
+    expect([bar.value, bar.max]).toEqual([512, 1400]);
+    expect(meta.textContent).toBe("reading the question and 3 passages: 512 of 1,400 tokens");
+    expect(v.root.dataset.prompt).toBe("512/1400");
+    v.onEvent({ type: "prompt_progress", done: 1400, total: 1400 });
+    v.onEvent({ type: "answer_delta", text: "It" });
+    expect(bar.hidden).toBe(true);
+    expect(meta.textContent).toBe("writing…");
+    v.onEvent({ type: "prompt_progress", done: 3, total: 1400 });
+    expect(bar.hidden).toBe(true);
+    expect(v.root.dataset.prompt).toBe("1400/1400");
+  });
+
+  it("lists the retrieved passages before any is cited", () => {
+    const list = document.createElement("ol");
+    const source = { number: 2, chunk_id: "doc:7", path: "/docs/guide.pdf", page: 12, start: 0, end: 9, text: "a passage", score: 0.5 };
+    renderSources(list, retrievedPlaces([source]), () => {});
+    const item = list.querySelector("li.source")!;
+    expect(item.id).toBe("source-2");
+    expect(item.querySelector(".source-doc")!.textContent).toBe("guide.pdf, p. 12");
+    expect(item.querySelector(".passage")!.textContent).toBe("a passage");
+    expect(item.querySelector("mark")).toBeNull();
+    expect(item.textContent).not.toContain("not found word for word");
   });
 
   it("highlights the quoted words in the passage and never turns text into markup", () => {

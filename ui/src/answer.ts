@@ -13,6 +13,7 @@ export class ExchangeView {
   private text: HTMLElement;
   private markers: HTMLElement;
   private meta: HTMLElement;
+  private reading: HTMLProgressElement;
   private streamed = "";
   sources: Source[] = [];
   /// How many text updates arrived while streaming (the UI shows them as they come).
@@ -22,11 +23,15 @@ export class ExchangeView {
     this.text = el("div", { className: "answer-text" });
     this.markers = el("div", { className: "citation-markers" });
     this.meta = el("div", { className: "answer-meta muted", text: "searching…" });
+    // How far the model has read the question and passages: most of the wait on a CPU.
+    this.reading = el("progress", { className: "reading", attrs: { max: "1", value: "0", "aria-label": "Reading the passages" } });
+    this.reading.hidden = true;
     this.root = el(
       "article",
       { className: "exchange", attrs: { "data-state": "streaming" } },
       el("p", { className: "question", text: question }),
       el("div", { className: "answer" }, this.text, this.markers),
+      this.reading,
       this.meta,
     );
   }
@@ -35,7 +40,17 @@ export class ExchangeView {
     if (e.type === "retrieved") {
       this.sources = e.sources;
       this.meta.textContent = `${e.sources.length} passages found; writing…`;
+    } else if (e.type === "prompt_progress") {
+      if (this.streamed) return;
+      this.reading.max = Math.max(1, e.total);
+      this.reading.value = e.done;
+      this.reading.hidden = false;
+      const n = this.sources.length;
+      this.meta.textContent = `reading the question and ${n} passage${n === 1 ? "" : "s"}: ${e.done.toLocaleString("en")} of ${e.total.toLocaleString("en")} tokens`;
+      this.root.setAttribute("data-prompt", `${e.done}/${e.total}`);
     } else if (e.type === "answer_delta") {
+      this.reading.hidden = true;
+      if (!this.streamed) this.meta.textContent = "writing…";
       this.streamed += e.text;
       this.text.textContent = this.streamed;
       this.updates++;
@@ -43,6 +58,7 @@ export class ExchangeView {
   }
 
   finish(answer: Answer): Cited[] {
+    this.reading.hidden = true;
     this.text.textContent = answer.text;
     const cited = citedPlaces(answer.citations);
     this.markers.replaceChildren(
@@ -67,10 +83,16 @@ export class ExchangeView {
   }
 
   fail(message: string): void {
+    this.reading.hidden = true;
     this.root.setAttribute("data-state", message === "cancelled" ? "cancelled" : "error");
     this.meta.textContent = message === "cancelled" ? "stopped" : message;
     this.meta.classList.toggle("error", message !== "cancelled");
   }
+}
+
+/// The retrieved passages as the sources pane shows them before the answer cites any.
+export function retrievedPlaces(sources: Source[]): Cited[] {
+  return sources.map((s) => ({ number: s.number, chunkId: s.chunk_id, path: s.path, page: s.page, passage: s.text, quote: "", range: null }));
 }
 
 /// One entry per cited source (a source cited twice keeps its first quote).

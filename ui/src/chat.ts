@@ -1,6 +1,6 @@
 // The ask box and the conversation, shared by the main window and the quick-ask window.
 import { api, errorText } from "./api";
-import { renderSources, ExchangeView } from "./answer";
+import { renderSources, retrievedPlaces, ExchangeView } from "./answer";
 import { byId } from "./dom";
 
 export function setupChat(opts: { onAnswered?: () => void } = {}): void {
@@ -42,9 +42,17 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): void {
       const answer = await api.ask(q, (e) => {
         view.onEvent(e);
         view.root.scrollIntoView({ block: "end" });
+        // The passages show the moment they are found, long before the first word; once the
+        // answer is in, the pane keeps the ones it cites, with the quoted words marked.
+        if (e.type === "retrieved") {
+          renderSources(sourceList, retrievedPlaces(e.sources), open);
+          sourceList.setAttribute("data-state", "retrieved");
+          if (sourcesEmpty) sourcesEmpty.hidden = e.sources.length > 0;
+        }
       });
       const cited = view.finish(answer);
       renderSources(sourceList, cited, open);
+      sourceList.setAttribute("data-state", "cited");
       if (sourcesEmpty) sourcesEmpty.hidden = cited.length > 0;
       opts.onAnswered?.();
     } catch (e) {

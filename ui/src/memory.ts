@@ -9,6 +9,7 @@ export function renderMemory(root: HTMLElement, b: MemoryBudget): void {
   for (const m of b.models) {
     rows.push([m.role, formatBytes(m.weights_bytes), `${m.loaded ? "" : "not loaded · "}${fileName(m.path)}`]);
     if (m.kv_cache_bytes > 0) rows.push([`${m.role} KV`, formatBytes(m.kv_cache_bytes), `at ${b.context_tokens} tokens`]);
+    if (m.kept_prompt_bytes > 0) rows.push(["last prompt", formatBytes(m.kept_prompt_bytes), `${m.kept_prompt_tokens} tokens kept for follow-ups`]);
   }
   rows.push(["index on disk", formatBytes(b.index_bytes), ""]);
   const used = b.machine_total_bytes - b.machine_available_bytes;

@@ -60,12 +60,16 @@ enum BenchCommand {
     /// Plain and speculative decoding side by side on RAG answers and free-form chat: tokens/s,
     /// ratio, tokens per target step, acceptance per draft source, identical greedy text.
     Speculative(crate::speculative::SpeculativeArgs),
+    /// Time to first token of RAG answers: a fresh question, a question after another, a
+    /// follow-up over the same passages (the last prompt kept), each checked against a fresh run.
+    Ttft(crate::ttft::TtftArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<()> {
     match args.what {
         Some(BenchCommand::Ingest { corpus, max_docs }) => return bench_ingest(&corpus, max_docs).await,
         Some(BenchCommand::Speculative(args)) => return crate::speculative::run(args).await,
+        Some(BenchCommand::Ttft(args)) => return crate::ttft::run(args).await,
         None => {}
     }
     let docs_dir = match args.docs {
@@ -384,7 +388,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn cpu_name() -> String {
+pub(crate) fn cpu_name() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))

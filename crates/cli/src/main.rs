@@ -4,6 +4,7 @@
 mod bench;
 mod eval;
 mod speculative;
+mod ttft;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -491,14 +492,40 @@ fn duration_text(secs: f32) -> String {
 async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCode> {
     let engine = Engine::open(config).await?;
     let mut stdout = std::io::stdout();
+    // The wait before the first word is the model reading the passages: a bar on a terminal,
+    // one line elsewhere (a log, a pipe).
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} tokens  {elapsed}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let mut passages = 0;
     let answer = engine
-        .ask(question, &mut |event| {
-            if let (Event::AnswerDelta { text }, false) = (&event, json) {
-                print!("{}", shown_text(text));
-                let _ = std::io::stdout().flush();
+        .ask(question, &mut |event| match event {
+            Event::Retrieved { sources } => passages = sources.len(),
+            Event::PromptProgress { done, total } => {
+                if bar.length() == Some(0) {
+                    bar.set_length(total as u64);
+                    bar.set_message(format!("reading {passages} passages"));
+                    if bar.is_hidden() && !json {
+                        eprintln!("reading the question and {passages} passages: {total} prompt tokens");
+                    }
+                }
+                bar.set_position(done as u64);
             }
+            Event::AnswerDelta { text } => {
+                bar.finish_and_clear();
+                if !json {
+                    print!("{}", shown_text(&text));
+                    let _ = std::io::stdout().flush();
+                }
+            }
+            _ => {}
         }, &Cancel::new())
-        .await?;
+        .await;
+    bar.finish_and_clear();
+    let answer = answer?;
     if json {
         serde_json::to_writer_pretty(&mut stdout, &answer)?;
         println!();
@@ -514,8 +541,12 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
         };
         println!("    {}", one_line(&quoted, 400));
     }
+    let reused = match answer.stats.prompt_reused_tokens {
+        0 => String::new(),
+        n => format!(" ({n} of the prompt's reused)"),
+    };
     eprintln!(
-        "\n({} prompt + {} answer tokens; first token after {:.1} s; {:.1} tokens/s)",
+        "\n({} prompt + {} answer tokens{reused}; first token after {:.1} s; {:.1} tokens/s)",
         answer.stats.prompt_tokens,
         answer.stats.completion_tokens,
         answer.stats.time_to_first_token.as_secs_f32(),

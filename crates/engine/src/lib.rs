@@ -23,7 +23,7 @@ use ts_rs::TS;
 use quire_embed::Embedder;
 use quire_index::KnowledgeBase;
 use quire_llm::decoder::SpeculationStats;
-use quire_llm::{GenerationRequest, GenerationStats, Llm};
+use quire_llm::{GenerationRequest, GenerationStats, Llm, Progress};
 
 pub use answer::RawAnswer;
 pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
@@ -125,6 +125,10 @@ pub enum Event {
     IngestProgress { files_done: u32, files_total: u32, chunks_embedded: u32, chunks_per_s: f32, eta_s: Option<f32> },
     IngestFinished { indexed: usize, unchanged: usize, removed: usize, failed: usize, chunks: usize, cancelled: bool },
     Retrieved { sources: Vec<Source> },
+    /// The answer model has read `done` of the prompt's `total` tokens (the question and the
+    /// retrieved passages): on a CPU most of the wait before the first word. Comes between
+    /// `Retrieved` and the first `AnswerDelta`, where the model runs on Quire's decoder.
+    PromptProgress { done: u32, total: u32 },
     AnswerDelta { text: String },
     AnswerFinished,
 }
@@ -491,10 +495,11 @@ impl Engine {
         let reading = memory::MemoryReading::now();
         let before = self.rss_before_llm.load(Ordering::SeqCst);
         let loaded = self.llm_loaded();
-        let mut llms = vec![memory::BudgetedModel { role: "target", path: &self.config.llm_path, loaded }];
+        let kept_prompt = self.llm.get().and_then(Llm::decoder).map_or((0, 0), |d| d.kept_prompt());
+        let mut llms = vec![memory::BudgetedModel { role: "target", path: &self.config.llm_path, loaded, kept_prompt }];
         match (self.config.draft_path.as_deref(), draft) {
-            (Some(d), _) => llms.push(memory::BudgetedModel { role: "draft", path: d, loaded }),
-            (None, Some(d)) => llms.push(memory::BudgetedModel { role: "draft", path: d, loaded: false }),
+            (Some(d), _) => llms.push(memory::BudgetedModel { role: "draft", path: d, loaded, kept_prompt: (0, 0) }),
+            (None, Some(d)) => llms.push(memory::BudgetedModel { role: "draft", path: d, loaded: false, kept_prompt: (0, 0) }),
             (None, None) => {}
         }
         let base = if loaded && before > 0 { before } else { reading.process_rss_bytes };
@@ -569,10 +574,13 @@ impl Engine {
         let request = self.answer_request(question, &hits);
         let mut text_stream = answer::AnswerTextStream::default();
         let generated = llm
-            .generate_detailed(&request, |piece| {
-                let text = text_stream.push(piece);
-                if !text.is_empty() {
-                    on_event(Event::AnswerDelta { text });
+            .generate_detailed(&request, |progress| match progress {
+                Progress::Prompt { done, total } => on_event(Event::PromptProgress { done: done as u32, total: total as u32 }),
+                Progress::Text(piece) => {
+                    let text = text_stream.push(piece);
+                    if !text.is_empty() {
+                        on_event(Event::AnswerDelta { text });
+                    }
                 }
             }, || cancel.is_cancelled())
             .await;

@@ -24,6 +24,11 @@ pub struct ModelMemory {
     #[ts(type = "number")]
     pub kv_cache_bytes: u64,
     pub loaded: bool,
+    /// The last prompt, kept processed for a next one that begins the same way (a follow-up
+    /// over the same passages): its tokens, and the bytes its cache holds between answers.
+    pub kept_prompt_tokens: u32,
+    #[ts(type = "number")]
+    pub kept_prompt_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize, TS)]
@@ -84,6 +89,8 @@ pub struct BudgetedModel<'a> {
     pub role: &'a str,
     pub path: &'a Path,
     pub loaded: bool,
+    /// Tokens and bytes of the prompt the model keeps processed (see `ModelMemory`).
+    pub kept_prompt: (usize, usize),
 }
 
 /// The most resident memory this process has had (Linux: VmHWM; `None` where the OS does not
@@ -149,6 +156,8 @@ pub fn budget(
         weights_bytes: embedder_bytes(embedder_dir),
         kv_cache_bytes: 0,
         loaded: true,
+        kept_prompt_tokens: 0,
+        kept_prompt_bytes: 0,
     }];
     let mut warnings = Vec::new();
     for m in llms {
@@ -164,13 +173,20 @@ pub fn budget(
                     weights_bytes: f.weights_bytes,
                     kv_cache_bytes: kv,
                     loaded: m.loaded,
+                    kept_prompt_tokens: m.kept_prompt.0 as u32,
+                    kept_prompt_bytes: m.kept_prompt.1 as u64,
                 });
             }
             Err(e) => warnings.push(format!("the {} model cannot be measured: {e:#}", m.role)),
         }
     }
-    // Answer and draft models in memory (the embedder is in `rss_without_llm` already).
-    let loaded: u64 = models.iter().filter(|m| m.loaded && m.role != "embedder").map(|m| m.weights_bytes).sum();
+    // Answer and draft models in memory (the embedder is in `rss_without_llm` already), with
+    // the prompt they keep between answers.
+    let loaded: u64 = models
+        .iter()
+        .filter(|m| m.loaded && m.role != "embedder")
+        .map(|m| m.weights_bytes + m.kept_prompt_bytes)
+        .sum();
     let predicted = rss_without_llm + loaded;
     Ok(MemoryBudget {
         models,
@@ -187,6 +203,26 @@ pub fn budget(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a loaded model keeps between answers (its last prompt) is in the prediction; a
+    /// model not loaded adds nothing.
+    #[test]
+    fn the_prediction_counts_the_kept_prompt_of_loaded_models() {
+        let tiny = quire_testkit::model(&quire_models::SMOLLM2);
+        let embedder = quire_testkit::model(&quire_models::MINILM);
+        let reading = MemoryReading { process_rss_bytes: 500, machine_total_bytes: 1 << 40, machine_available_bytes: 1 << 39 };
+        let index = tempfile::tempdir().unwrap();
+        let predicted = |loaded: bool, kept_prompt: (usize, usize)| {
+            let model = BudgetedModel { role: "target", path: &tiny, loaded, kept_prompt };
+            budget(1_000, &embedder, &[model], 3000, index.path(), reading).unwrap()
+        };
+        let weights = predicted(true, (0, 0)).models[1].weights_bytes;
+        assert_eq!(predicted(true, (0, 0)).predicted_rss_bytes, 1_000 + weights);
+        let kept = predicted(true, (1400, 80_000_000));
+        assert_eq!(kept.predicted_rss_bytes, 1_000 + weights + 80_000_000);
+        assert_eq!((kept.models[1].kept_prompt_tokens, kept.models[1].kept_prompt_bytes), (1400, 80_000_000));
+        assert_eq!(predicted(false, (0, 0)).predicted_rss_bytes, 1_000);
+    }
 
     #[test]
     fn warns_when_weights_and_kv_pass_the_share_of_available_memory() {

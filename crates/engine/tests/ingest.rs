@@ -106,6 +106,18 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
         .await
         .unwrap();
     assert!(matches!(events.first(), Some(Event::Retrieved { sources }) if sources.len() == 3));
+    // Then the prompt's progress, up to the whole prompt, before the first word.
+    let first_delta = events.iter().position(|e| matches!(e, Event::AnswerDelta { .. })).unwrap();
+    let prompt: Vec<(u32, u32)> = events[..first_delta]
+        .iter()
+        .filter_map(|e| match e {
+            Event::PromptProgress { done, total } => Some((*done, *total)),
+            _ => None,
+        })
+        .collect();
+    let total = answer.stats.prompt_tokens as u32;
+    assert!(prompt.len() >= 2 && prompt.first() == Some(&(0, total)) && prompt.last() == Some(&(total, total)), "{prompt:?}");
+    assert!(!events[first_delta..].iter().any(|e| matches!(e, Event::PromptProgress { .. })), "prompt progress after the first word");
     let deltas: Vec<&str> = events
         .iter()
         .filter_map(|e| match e {
@@ -125,6 +137,16 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
         // word for word.
         assert!(c.quote_range.is_some(), "quote {:?} is in passage {}: {:?}", c.quote, c.number, c.passage);
     }
+
+    // Asked again, the same passages come back and the processed prompt is reused: only its
+    // last token runs again, the answer is the same, and the memory budget counts what is kept.
+    let again = engine.ask("Which crate watches the file system for changes?", &mut |_| {}, &Cancel::new()).await.unwrap();
+    assert_eq!(again.stats.prompt_reused_tokens + 1, again.stats.prompt_tokens, "{:?}", again.stats);
+    assert_eq!((again.text.as_str(), again.raw.as_str()), (answer.text.as_str(), answer.raw.as_str()));
+    let budget = engine.memory_budget(None, 3000).unwrap();
+    let target = budget.models.iter().find(|m| m.role == "target").unwrap();
+    assert_eq!(target.kept_prompt_tokens as usize, again.stats.prompt_tokens - 1);
+    assert!(target.kept_prompt_bytes > 0, "{target:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

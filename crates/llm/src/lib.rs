@@ -48,9 +48,23 @@ pub struct GenerationRequest {
     pub temperature: Option<f64>,
 }
 
+/// What a generation reports while it runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Progress<'a> {
+    /// `done` of the prompt's `total` tokens have been processed. Quire's decoder reports this
+    /// before its first block of the prompt and after each one; on a CPU the prompt is most of
+    /// the wait before the first word. mistral.rs reports nothing of its prompt.
+    Prompt { done: usize, total: usize },
+    /// The next piece of the reply's text.
+    Text(&'a str),
+}
+
 #[derive(Debug, Clone, Serialize, TS)]
 pub struct GenerationStats {
     pub prompt_tokens: usize,
+    /// Prompt tokens not processed again: the start of the prompt before (Quire's decoder keeps
+    /// the last prompt processed). Included in `prompt_tokens`, not in `prompt_tokens_per_sec`.
+    pub prompt_reused_tokens: usize,
     pub completion_tokens: usize,
     /// From sending the request to the first streamed text.
     #[ts(type = "{ secs: number, nanos: number }")]
@@ -154,26 +168,29 @@ impl Llm {
     pub async fn generate(
         &self,
         request: &GenerationRequest,
-        on_text: impl FnMut(&str),
+        on_progress: impl FnMut(Progress<'_>),
         stop: impl Fn() -> bool,
     ) -> Result<Generation> {
-        Ok(self.generate_detailed(request, on_text, stop).await?.0)
+        Ok(self.generate_detailed(request, on_progress, stop).await?.0)
     }
 
     /// As `generate`, with the speculation figures when the own decoder ran.
     pub async fn generate_detailed(
         &self,
         request: &GenerationRequest,
-        on_text: impl FnMut(&str),
+        mut on_progress: impl FnMut(Progress<'_>),
         stop: impl Fn() -> bool,
     ) -> Result<(Generation, Option<decoder::SpeculationStats>)> {
         match &self.backend {
             Backend::Own { decoder, speculation } => {
                 // CPU-bound for seconds to minutes: keep the async runtime's other tasks moving.
-                let decoded = in_place(|| decoder.generate(request, speculation, 0, on_text, stop))?;
+                let decoded = in_place(|| decoder.generate(request, speculation, 0, on_progress, stop))?;
                 Ok((decoded.generation, Some(decoded.speculation)))
             }
-            Backend::Mistral(model) => Ok((Llm::generate_mistral(model, request, on_text, stop).await?, None)),
+            Backend::Mistral(model) => {
+                let on_text = |piece: &str| on_progress(Progress::Text(piece));
+                Ok((Llm::generate_mistral(model, request, on_text, stop).await?, None))
+            }
         }
     }
 
@@ -257,6 +274,7 @@ impl Llm {
         };
         let stats = GenerationStats {
             prompt_tokens,
+            prompt_reused_tokens: 0,
             completion_tokens: usage.as_ref().map(|u| u.completion_tokens).unwrap_or(steps),
             time_to_first_token,
             total_time,

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use quire_llm::decoder::{Decoder, Speculation, Transformer};
-use quire_llm::GenerationRequest;
+use quire_llm::{GenerationRequest, Progress};
 
 fn tiny() -> std::path::PathBuf {
     quire_testkit::model(&quire_models::SMOLLM2)
@@ -31,6 +31,33 @@ fn the_tiny_model_answers_a_plain_question() {
     assert!(out.generation.stats.prompt_tokens > 10);
 }
 
+/// The wait before the first word is the prompt: its progress is reported block by block,
+/// climbing to the whole prompt before any text, and watching it changes nothing.
+#[test]
+fn the_prompt_reports_its_progress_before_the_first_text() {
+    let decoder = Decoder::load(&tiny(), None).unwrap();
+    // Long enough for several prompt blocks.
+    let passage = "The heron nests by the north pond every spring, and the kingfisher waits. ".repeat(60);
+    let req = request(&format!("{passage}\nWhere does the heron nest?"), 8);
+    let mut seen: Vec<Result<(usize, usize), String>> = Vec::new();
+    let watched = decoder
+        .generate(&req, &Speculation::off(), 0, |p| match p {
+            Progress::Prompt { done, total } => seen.push(Ok((done, total))),
+            Progress::Text(t) => seen.push(Err(t.to_string())),
+        }, || false)
+        .unwrap();
+    let prompt: Vec<(usize, usize)> = seen.iter().map_while(|e| e.clone().ok()).collect();
+    let total = watched.generation.stats.prompt_tokens;
+    assert!(total > 600, "a prompt of {total} tokens");
+    assert_eq!(prompt.first(), Some(&(0, total)), "{prompt:?}");
+    assert_eq!(prompt.last(), Some(&(total, total)), "{prompt:?}");
+    assert!(prompt.len() >= 4 && prompt.windows(2).all(|w| w[0].0 < w[1].0 && w[1].1 == total), "{prompt:?}");
+    let text: String = seen[prompt.len()..].iter().map(|e| e.clone().expect_err("prompt progress after the text began")).collect();
+    assert_eq!(text, watched.generation.text);
+    let unwatched = decoder.generate(&req, &Speculation::off(), 0, |_| {}, || false).unwrap();
+    assert_eq!(unwatched.generation.text, watched.generation.text);
+}
+
 #[test]
 fn cutting_the_cache_back_gives_the_logits_of_a_fresh_run() {
     let model = Transformer::load(&tiny()).unwrap();
@@ -51,6 +78,60 @@ fn cutting_the_cache_back_gives_the_logits_of_a_fresh_run() {
     cache.truncate(39);
     let single = model.forward(&tokens[39..], &mut cache, 0).unwrap();
     assert_eq!(single, expected);
+}
+
+#[test]
+fn a_cache_moved_to_other_buffers_gives_the_same_logits() {
+    let model = Transformer::load(&tiny()).unwrap();
+    let tokens: Vec<u32> = (200..260).collect();
+    let mut fresh = model.new_cache(64);
+    let expected = model.forward(&tokens, &mut fresh, 59).unwrap();
+    for room in [60, 64, 100, 200] {
+        let mut cache = model.new_cache(64);
+        model.forward(&tokens[..41], &mut cache, usize::MAX).unwrap();
+        let mut moved = cache.with_room(room);
+        assert_eq!((moved.len(), moved.capacity() >= room), (41, true));
+        assert_eq!(model.forward(&tokens[41..], &mut moved, 18).unwrap(), expected, "room {room}");
+    }
+}
+
+/// A follow-up that begins like the last prompt (same instructions and passages, another
+/// question) reuses what was processed and gets the reply a fresh run gives, token for token;
+/// an unrelated prompt reuses only the chat template's start.
+#[test]
+fn a_kept_prompt_is_reused_exactly() {
+    let decoder = Decoder::load(&tiny(), Some(&tiny())).unwrap();
+    let passages = "Sources:\n\n[1] The heron nests by the north pond every spring; the kingfisher waits by the weir.\n\n".repeat(12);
+    let ask = |question: &str| request(&format!("{passages}Question: {question}"), 24);
+    let first = decoder.generate(&ask("Where does the heron nest?"), &Speculation::off(), 0, |_| {}, || false).unwrap();
+    assert_eq!(first.generation.stats.prompt_reused_tokens, 0);
+    assert!(decoder.kept_prompt().0 + 1 == first.generation.stats.prompt_tokens && decoder.kept_prompt().1 > 0);
+
+    for speculation in [Speculation::off(), Speculation::default()] {
+        let follow_up = ask("What does the kingfisher do?");
+        decoder.generate(&ask("Where does the heron nest?"), &Speculation::off(), 0, |_| {}, || false).unwrap();
+        let mut first_progress = None;
+        let reused = decoder
+            .generate(&follow_up, &speculation, 0, |p| {
+                if let Progress::Prompt { done, .. } = p {
+                    first_progress.get_or_insert(done);
+                }
+            }, || false)
+            .unwrap();
+        let stats = &reused.generation.stats;
+        let question_tokens = 24;
+        assert!(stats.prompt_reused_tokens + question_tokens > stats.prompt_tokens && stats.prompt_reused_tokens < stats.prompt_tokens, "{stats:?}");
+        assert_eq!(first_progress, Some(stats.prompt_reused_tokens), "progress starts at what was reused");
+        decoder.forget_prompt();
+        assert_eq!(decoder.kept_prompt(), (0, 0));
+        let fresh = decoder.generate(&follow_up, &speculation, 0, |_| {}, || false).unwrap();
+        assert_eq!(fresh.generation.stats.prompt_reused_tokens, 0);
+        assert_eq!(reused.tokens, fresh.tokens, "a reused prompt changed the reply");
+    }
+
+    let other = decoder.generate(&request("Name a colour.", 8), &Speculation::off(), 0, |_| {}, || false).unwrap();
+    let reused = other.generation.stats.prompt_reused_tokens;
+    assert!(reused > 0 && reused < 30, "only the chat template's start is shared: {reused}");
 }
 
 #[test]

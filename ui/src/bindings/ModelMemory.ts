@@ -8,4 +8,9 @@ weights_bytes: number,
 /**
  * KV cache at `context_tokens` (0 for the embedder).
  */
-kv_cache_bytes: number, loaded: boolean, };
+kv_cache_bytes: number, loaded: boolean, 
+/**
+ * The last prompt, kept processed for a next one that begins the same way (a follow-up
+ * over the same passages): its tokens, and the bytes its cache holds between answers.
+ */
+kept_prompt_tokens: number, kept_prompt_bytes: number, };

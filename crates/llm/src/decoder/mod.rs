@@ -23,10 +23,11 @@ use toktrie::SimpleVob;
 use ts_rs::TS;
 
 use crate::thermal::{PowerState, Throttle};
-use crate::{Generation, GenerationRequest, GenerationStats};
+use crate::{Generation, GenerationRequest, GenerationStats, Progress};
 
 mod attention;
 mod drafting;
+mod prompt_cache;
 mod q4k;
 mod text;
 mod transformer;
@@ -165,6 +166,16 @@ pub struct Decoder {
     grammar: Arc<ParserFactory>,
     target_path: PathBuf,
     draft_path: Option<PathBuf>,
+    prompt_cache: prompt_cache::PromptCache,
+}
+
+/// Counts the `reused` prompt tokens in `stats`: as reused, and out of the prompt's speed
+/// (which is over the tokens processed, for comparisons with other runners).
+fn reused_prompt(stats: &mut GenerationStats, reused: usize) {
+    stats.prompt_reused_tokens = reused;
+    if stats.prompt_tokens > 0 {
+        stats.prompt_tokens_per_sec *= stats.prompt_tokens.saturating_sub(reused) as f32 / stats.prompt_tokens as f32;
+    }
 }
 
 /// A drafted token: who proposed it and, for sampled model drafts, the draft distribution.
@@ -215,7 +226,19 @@ impl Decoder {
             grammar,
             target_path: target.to_path_buf(),
             draft_path: draft.map(Path::to_path_buf),
+            prompt_cache: Default::default(),
         })
+    }
+
+    /// How many tokens of the last prompt are kept processed for the next one that begins the
+    /// same way, and the bytes of memory they hold.
+    pub fn kept_prompt(&self) -> (usize, usize) {
+        self.prompt_cache.kept()
+    }
+
+    /// Forgets the kept prompt: the next one is processed from its first token.
+    pub fn forget_prompt(&self) {
+        self.prompt_cache.clear();
     }
 
     pub fn target_path(&self) -> &Path {
@@ -230,19 +253,24 @@ impl Decoder {
         &self.text
     }
 
-    /// Decodes a reply to `request`, calling `on_text` with each new piece of text; `stop`
-    /// returning true ends it with reason "cancelled".
+    /// Decodes a reply to `request`, telling `on_progress` how far the prompt got, then each
+    /// new piece of text; `stop` returning true ends it with reason "cancelled".
     pub fn generate(
         &self,
         request: &GenerationRequest,
         speculation: &Speculation,
         seed: u64,
-        on_text: impl FnMut(&str),
+        mut on_progress: impl FnMut(Progress<'_>),
         stop: impl Fn() -> bool,
     ) -> Result<Decoded> {
         let started = Instant::now();
-        let (prompt, cache) = self.prefill(request, speculation, &stop)?;
-        self.decode_from(request, &prompt, cache, started, speculation, seed, on_text, stop)
+        let on_prompt = &mut |done, total| on_progress(Progress::Prompt { done, total });
+        let (prompt, cache, reused) = self.prefill(request, speculation, on_prompt, &stop)?;
+        let on_text = |piece: &str| on_progress(Progress::Text(piece));
+        let (mut decoded, cache) = self.decode_from(request, &prompt, cache, started, speculation, seed, on_text, stop)?;
+        reused_prompt(&mut decoded.generation.stats, reused);
+        self.prompt_cache.keep(&prompt[..prompt.len() - 1], cache);
+        Ok(decoded)
     }
 
     /// Decodes `request` once plainly and once per entry of `speculations`, all from one
@@ -256,23 +284,35 @@ impl Decoder {
             ..a
         });
         let started = Instant::now();
-        let (prompt, cache) = self.prefill(request, &widest, &|| false)?;
+        let (prompt, cache, reused) = self.prefill(request, &widest, &mut |_, _| {}, &|| false)?;
         let prompt_time = started.elapsed();
         let mut out = Vec::with_capacity(speculations.len() + 1);
         for (i, speculation) in std::iter::once(&Speculation::off()).chain(speculations).enumerate() {
             // Each run's clock starts as if its prompt had just been processed.
             let run_started = Instant::now() - prompt_time;
             let run_seed = seed.wrapping_add(i as u64);
-            out.push(self.decode_from(request, &prompt, cache.clone(), run_started, speculation, run_seed, |_| {}, || false)?);
+            let (mut decoded, _) = self.decode_from(request, &prompt, cache.clone(), run_started, speculation, run_seed, |_| {}, || false)?;
+            reused_prompt(&mut decoded.generation.stats, reused);
+            out.push(decoded);
         }
+        self.prompt_cache.keep(&prompt[..prompt.len() - 1], cache);
         Ok(out)
     }
 
     /// Processes the prompt (all but its last token, which the first decode step runs) into a
-    /// new cache, in blocks of `PREFILL_BLOCK` tokens so that `stop` is seen within a block's
-    /// time: a client that went away does not keep the CPU busy for the whole prompt. Logits do
-    /// not depend on how tokens are grouped into passes, so the blocks change nothing else.
-    fn prefill(&self, request: &GenerationRequest, speculation: &Speculation, stop: &dyn Fn() -> bool) -> Result<(Vec<u32>, KvCache)> {
+    /// cache, from where the kept last prompt stops matching it (`prompt_cache`), in blocks of
+    /// `PREFILL_BLOCK` tokens so that `stop` is seen within a block's time (a client that went
+    /// away does not keep the CPU busy for the whole prompt) and `on_prompt(done, total)` can
+    /// say how far it got, before the first block and after each. Logits do not depend on how
+    /// tokens are grouped into passes, so neither the blocks nor the reuse change anything
+    /// else. Returns the prompt, its cache and how many of its tokens were reused.
+    fn prefill(
+        &self,
+        request: &GenerationRequest,
+        speculation: &Speculation,
+        on_prompt: &mut dyn FnMut(usize, usize),
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(Vec<u32>, KvCache, usize)> {
         const PREFILL_BLOCK: usize = 256;
         let prompt = self.text.prompt(&request.system, &request.user)?;
         if prompt.is_empty() {
@@ -287,14 +327,23 @@ impl Decoder {
                 self.target.config.context
             );
         }
-        let mut cache = self.target.new_cache(capacity);
-        for block in prompt[..prompt.len() - 1].chunks(PREFILL_BLOCK) {
+        // Rounded up, so the next prompt of about this length fits the same buffers.
+        let room = capacity.next_multiple_of(PREFILL_BLOCK).min(self.target.config.context);
+        let total = prompt.len();
+        let (mut cache, reused) = self.prompt_cache.start(&self.target, &prompt[..total - 1], room);
+        on_prompt(reused, total);
+        let mut done = reused;
+        for block in prompt[reused..total - 1].chunks(PREFILL_BLOCK) {
             if stop() {
                 bail!("cancelled");
             }
             self.target.forward(block, &mut cache, usize::MAX)?;
+            done += block.len();
+            on_prompt(done, total);
         }
-        Ok((prompt, cache))
+        // The last token goes with the first decode step, a step's time: counted as done.
+        on_prompt(total, total);
+        Ok((prompt, cache, reused))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -308,7 +357,7 @@ impl Decoder {
         seed: u64,
         mut on_text: impl FnMut(&str),
         stop: impl Fn() -> bool,
-    ) -> Result<Decoded> {
+    ) -> Result<(Decoded, KvCache)> {
         let prompt_done = started.elapsed();
         let matcher = match &request.schema {
             Some(schema) => {
@@ -351,6 +400,7 @@ impl Decoder {
             text,
             stats: GenerationStats {
                 prompt_tokens: prompt.len(),
+                prompt_reused_tokens: 0,
                 completion_tokens: generated.len(),
                 time_to_first_token: first_text.unwrap_or(total_time),
                 total_time,
@@ -359,7 +409,7 @@ impl Decoder {
                 finish_reason,
             },
         };
-        Ok(Decoded { generation, tokens: generated, speculation: stats })
+        Ok((Decoded { generation, tokens: generated, speculation: stats }, run.cache))
     }
 
     /// The decode loop. `on_step` sees the run after each verify step and returns false to

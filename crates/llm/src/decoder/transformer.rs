@@ -88,6 +88,38 @@ impl KvCache {
         self.len = self.len.min(len);
     }
 
+    /// This cache with room for `capacity` positions, its `len` positions kept: the same
+    /// buffers where they are large enough and not more than twice that (an old long prompt's
+    /// cache is not held on to for short ones), else new ones with the positions copied over.
+    pub fn with_room(self, capacity: usize) -> KvCache {
+        if (capacity..=2 * capacity).contains(&self.capacity) {
+            return self;
+        }
+        let capacity = capacity.max(self.len);
+        let heads = self.keys.first().map_or(0, |k| k.len() / (self.capacity * self.head_dim).max(1));
+        let relaid = |old: &[f32]| {
+            let mut new = vec![0f32; heads * capacity * self.head_dim];
+            let kept = self.len * self.head_dim;
+            for h in 0..heads {
+                let (from, to) = (h * self.capacity * self.head_dim, h * capacity * self.head_dim);
+                new[to..to + kept].copy_from_slice(&old[from..from + kept]);
+            }
+            new
+        };
+        KvCache {
+            keys: self.keys.iter().map(|k| relaid(k)).collect(),
+            values: self.values.iter().map(|v| relaid(v)).collect(),
+            capacity,
+            head_dim: self.head_dim,
+            len: self.len,
+        }
+    }
+
+    /// Bytes of memory the cache holds.
+    pub fn bytes(&self) -> usize {
+        self.keys.iter().chain(&self.values).map(|b| b.len() * std::mem::size_of::<f32>()).sum()
+    }
+
     fn slot(&self, head: usize, position: usize) -> usize {
         (head * self.capacity + position) * self.head_dim
     }

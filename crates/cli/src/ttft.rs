@@ -1,0 +1,130 @@
+//! `quire bench ttft`: time to first token of RAG answers on this machine, in one run: a fresh
+//! question (nothing kept), a new question after another (the chat template and instructions
+//! kept from the last prompt) and a follow-up over the same passages (everything but the new
+//! question kept). Each answer of the last two is checked token for token against the fresh
+//! run of the same prompt: the kept prompt must change nothing.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use quire_engine::EngineConfig;
+use quire_eval::answers::load_answer_set;
+use quire_llm::decoder::{Decoded, Decoder, Speculation};
+use quire_llm::GenerationRequest;
+
+/// What a person asks after an answer, over the passages already shown.
+const FOLLOW_UP: &str = "Quote the sentence of the sources that says this, and say which document it is from.";
+
+#[derive(Args)]
+pub struct TtftArgs {
+    /// Questions as for `quire eval answers` (JSONL with question, document, pages).
+    #[arg(long, default_value = "tests/eval/sample-docs-answers.jsonl")]
+    questions: PathBuf,
+    /// Folder holding the questions' documents (default: the sample documents in ../shared).
+    #[arg(long)]
+    docs: Option<PathBuf>,
+    /// Questions asked (the first N).
+    #[arg(long, default_value_t = 5)]
+    limit: usize,
+    /// Answer model (name or GGUF path).
+    #[arg(long, default_value = "qwen2.5-coder-1.5b")]
+    model: String,
+}
+
+pub async fn run(args: TtftArgs) -> Result<()> {
+    let cases: Vec<_> = load_answer_set(&args.questions)?.into_iter().take(args.limit).collect();
+    anyhow::ensure!(cases.len() >= 2, "give at least 2 questions (--limit)");
+    let mut config = EngineConfig::from_home()?;
+    config.llm_path = crate::resolve_model(&args.model)?;
+    config.draft_path = None;
+    let docs = match &args.docs {
+        Some(d) => d.clone(),
+        None => crate::bench::default_docs()?,
+    };
+    println!(
+        "machine: {} cores, {}, {} kernels; model {}",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        crate::bench::cpu_name(),
+        quire_llm::decoder::kernel_name(),
+        config.llm_path.display()
+    );
+    let work = tempfile::tempdir().context("cannot make a temporary folder")?;
+    let engine = crate::eval::open_with_documents(config, &cases, Some(&docs), work.path()).await?;
+    let decoder = engine.llm().await?.decoder().context("this model runs on mistral.rs, which keeps no prompt in Quire; pick a qwen2 or llama GGUF")?;
+    // The app's speculation, without the thermal back-off (figures of the machine, not its mood).
+    let speculation = Speculation { respect_thermal: false, ..Speculation::default() };
+
+    let mut requests = Vec::new();
+    for case in &cases {
+        let hits = engine.retrieve(&case.question).await?;
+        requests.push((engine.answer_request(&case.question, &hits), engine.answer_request(FOLLOW_UP, &hits)));
+    }
+    let mut rows: Vec<[Figure; 3]> = Vec::new();
+    let mut different = Vec::new();
+    println!("\n{:>3} {:>7} {:>22} {:>22} {:>22}", "", "prompt", "fresh", "after another question", "follow-up");
+    for (i, (question, follow_up)) in requests.iter().enumerate() {
+        // After another question: the last prompt kept is the previous question's follow-up
+        // (for the first question, the last question's), as when a person goes on to something
+        // else.
+        if i == 0 {
+            run_one(decoder, &requests[requests.len() - 1].0, &speculation)?;
+        }
+        let after_other = run_one(decoder, question, &speculation)?;
+        let follow = run_one(decoder, follow_up, &speculation)?;
+        decoder.forget_prompt();
+        let fresh = run_one(decoder, question, &speculation)?;
+        decoder.forget_prompt();
+        // Kept for the next question's "after another question".
+        let fresh_follow = run_one(decoder, follow_up, &speculation)?;
+        if after_other.tokens != fresh.tokens || follow.tokens != fresh_follow.tokens {
+            different.push(cases[i].question.clone());
+        }
+        let row = [Figure::of(&fresh), Figure::of(&after_other), Figure::of(&follow)];
+        println!("{:>3} {:>7} {:>22} {:>22} {:>22}", i + 1, fresh.generation.stats.prompt_tokens, row[0].cell(), row[1].cell(), row[2].cell());
+        rows.push(row);
+    }
+    let mean = |k: usize, f: fn(&Figure) -> f64| rows.iter().map(|r| f(&r[k])).sum::<f64>() / rows.len() as f64;
+    println!("\nmean time to first token over {} questions (prompt tokens processed, of the prompt):", rows.len());
+    for (k, name) in ["fresh question", "after another question", "follow-up, same passages"].iter().enumerate() {
+        println!(
+            "  {name:<26} {:>6.2} s   {:>6.0} of {:>6.0} tokens processed   {:>6.1} prompt tokens/s",
+            mean(k, |f| f.ttft.as_secs_f64()),
+            mean(k, |f| f.processed as f64),
+            mean(k, |f| f.prompt as f64),
+            mean(k, |f| f.prompt_tokens_per_sec as f64)
+        );
+    }
+    anyhow::ensure!(different.is_empty(), "a kept prompt changed the answer to: {different:?}");
+    println!("every answer with a kept prompt equals the fresh run's, token for token");
+    Ok(())
+}
+
+fn run_one(decoder: &Decoder, request: &GenerationRequest, speculation: &Speculation) -> Result<Decoded> {
+    tokio::task::block_in_place(|| decoder.generate(request, speculation, 0, |_| {}, || false))
+}
+
+struct Figure {
+    ttft: Duration,
+    prompt: usize,
+    processed: usize,
+    prompt_tokens_per_sec: f32,
+}
+
+impl Figure {
+    fn of(d: &Decoded) -> Figure {
+        let s = &d.generation.stats;
+        Figure {
+            ttft: s.time_to_first_token,
+            prompt: s.prompt_tokens,
+            processed: s.prompt_tokens - s.prompt_reused_tokens,
+            prompt_tokens_per_sec: s.prompt_tokens_per_sec,
+        }
+    }
+
+    fn cell(&self) -> String {
+        format!("{:.2} s ({} new)", self.ttft.as_secs_f64(), self.processed)
+    }
+}
