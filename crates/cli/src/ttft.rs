@@ -2,7 +2,8 @@
 //! question (nothing kept), a new question after another (the chat template and instructions
 //! kept from the last prompt) and a follow-up over the same passages (everything but the new
 //! question kept). Each answer of the last two is checked token for token against the fresh
-//! run of the same prompt: the kept prompt must change nothing.
+//! run of the same prompt: the kept prompt must change nothing. Then llama.cpp's llama-bench
+//! processes a prompt of the same length on the same file and threads, for the ratio.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,6 +33,11 @@ pub struct TtftArgs {
     /// Answer model (name or GGUF path).
     #[arg(long, default_value = "qwen2.5-coder-1.5b")]
     model: String,
+    /// llama.cpp's `llama-bench`, run after Quire on the same GGUF file, prompt length and
+    /// thread count for the side-by-side ratio. Default: where `tools/build-llama-bench.sh`
+    /// puts it, if it is there.
+    #[arg(long)]
+    llama_bench: Option<PathBuf>,
 }
 
 pub async fn run(args: TtftArgs) -> Result<()> {
@@ -39,6 +45,7 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     anyhow::ensure!(cases.len() >= 2, "give at least 2 questions (--limit)");
     let mut config = EngineConfig::from_home()?;
     config.llm_path = crate::resolve_model(&args.model)?;
+    let model_path = config.llm_path.clone();
     config.draft_path = None;
     let docs = match &args.docs {
         Some(d) => d.clone(),
@@ -99,7 +106,55 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     }
     anyhow::ensure!(different.is_empty(), "a kept prompt changed the answer to: {different:?}");
     println!("every answer with a kept prompt equals the fresh run's, token for token");
+
+    let prompt = mean(0, |f| f.prompt as f64).round() as usize;
+    let quire_rate = mean(0, |f| f.prompt_tokens_per_sec as f64);
+    match args.llama_bench.or_else(built_llama_bench) {
+        Some(bench) => {
+            let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            let llama = llama_cpp_prompt_rate(&bench, &model_path, prompt, threads)?;
+            println!("\nprompt processing, {prompt} tokens, {threads} threads, same GGUF file:");
+            println!(
+                "  Quire (fresh questions)  {quire_rate:>7.1} tokens/s   first token after {:>5.2} s",
+                mean(0, |f| f.ttft.as_secs_f64())
+            );
+            println!("  llama.cpp llama-bench    {llama:>7.1} tokens/s   (the prompt alone: {:.2} s)", prompt as f64 / llama);
+            println!("  ratio Quire / llama.cpp  {:>7.2}", quire_rate / llama);
+        }
+        None => println!("\n(no llama-bench to compare with: build it with `bash tools/build-llama-bench.sh`, or pass --llama-bench)"),
+    }
     Ok(())
+}
+
+/// Where `tools/build-llama-bench.sh` leaves llama-bench, if it did.
+fn built_llama_bench() -> Option<PathBuf> {
+    let dir = std::env::var_os("QUIRE_LLAMA_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/quire/llama.cpp")))?;
+    let bin = dir.join("build/bin/llama-bench");
+    bin.is_file().then_some(bin)
+}
+
+/// llama.cpp's prompt processing rate (tokens/s, mean of 3 runs) on `prompt` tokens.
+fn llama_cpp_prompt_rate(bench: &std::path::Path, model: &std::path::Path, prompt: usize, threads: usize) -> Result<f64> {
+    let output = std::process::Command::new(bench)
+        .arg("-m")
+        .arg(model)
+        .args(["-p", &prompt.to_string(), "-n", "0", "-t", &threads.to_string(), "-r", "3", "-o", "json"])
+        .output()
+        .with_context(|| format!("cannot run {}", bench.display()))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "{} failed: {}",
+        bench.display(),
+        String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("")
+    );
+    let runs: Vec<serde_json::Value> =
+        serde_json::from_slice(&output.stdout).context("llama-bench's JSON output did not parse")?;
+    runs.iter()
+        .find(|r| r["n_prompt"].as_u64() == Some(prompt as u64) && r["n_gen"].as_u64() == Some(0))
+        .and_then(|r| r["avg_ts"].as_f64())
+        .context("llama-bench reported no prompt-processing run")
 }
 
 fn run_one(decoder: &Decoder, request: &GenerationRequest, speculation: &Speculation) -> Result<Decoded> {

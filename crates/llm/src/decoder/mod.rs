@@ -28,13 +28,13 @@ use crate::{Generation, GenerationRequest, GenerationStats, Progress};
 mod attention;
 mod drafting;
 mod prompt_cache;
-mod q4k;
+mod kernels;
 mod text;
 mod transformer;
 mod weights;
 
 pub use drafting::{lookup, DraftSource, SOURCES};
-pub use q4k::kernel_name;
+pub use kernels::kernel_name;
 pub use text::ChatText;
 pub use transformer::{Config, KvCache, Transformer};
 pub(crate) use weights::widened_to_q8_0;

