@@ -1,18 +1,23 @@
-//! The two inner loops of attention for one token and one KV head: the query heads' scores
-//! against every cached key, and the score-weighted sum of the cached values.
+//! The inner loops of attention for one token and one KV head: the query heads' scores against
+//! every cached key, their softmax, and the score-weighted sum of the cached values.
 //!
 //! A token's result is computed by the same instructions in the same order whatever else is in
 //! its batch (each call sees one token), so attention stays batch-invariant. On x86-64 the
-//! build baseline (x86-64-v3) has AVX2 and FMA; the loops keep several independent
-//! accumulators so the FMA units are not waiting on one dependency chain (the plain loop spent
-//! a quarter of a long prompt's time here).
+//! build baseline (x86-64-v3) has AVX2 and FMA. Keys are cached in blocks of 16 positions,
+//! dimension-major (`KEY_BLOCK`), so scores come 16 positions at a time, one per lane, with no
+//! horizontal sums, and several query heads share each load of a key block; the exponentials
+//! of the softmax are computed 8 at a time.
 
-/// `scores[h * seen + p] = scale × (queries[h] · keys[p])` for the `group` query heads of
-/// `queries` (`group × hd`) and the `seen` keys of `keys` (`seen × hd`, one after another).
+/// Positions per block of the key cache: within a block, dimension d of the 16 positions sits
+/// at `d * 16 .. d * 16 + 16`.
+pub const KEY_BLOCK: usize = 16;
+
+/// `scores[h * seen + p] = scale × (queries[h] · key p)` for the `group` query heads of
+/// `queries` (`group × hd`) and the `seen` keys of `keys` (whole blocks of `KEY_BLOCK`).
 pub fn scores(queries: &[f32], keys: &[f32], hd: usize, scale: f32, scores: &mut [f32]) {
     let group = queries.len() / hd;
     let seen = scores.len() / group.max(1);
-    debug_assert!(keys.len() >= seen * hd && scores.len() == group * seen);
+    assert!(keys.len() >= seen.next_multiple_of(KEY_BLOCK) * hd && scores.len() == group * seen);
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     {
         // SAFETY: the build targets AVX2 and FMA (the cfg above); bounds are checked above.
@@ -20,10 +25,32 @@ pub fn scores(queries: &[f32], keys: &[f32], hd: usize, scale: f32, scores: &mut
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
     for p in 0..seen {
-        let key = &keys[p * hd..(p + 1) * hd];
+        let block = &keys[p / KEY_BLOCK * KEY_BLOCK * hd..];
         for h in 0..group {
             let q = &queries[h * hd..(h + 1) * hd];
-            scores[h * seen + p] = q.iter().zip(key).map(|(a, b)| a * b).sum::<f32>() * scale;
+            let dot: f32 = (0..hd).map(|d| q[d] * block[d * KEY_BLOCK + p % KEY_BLOCK]).sum();
+            scores[h * seen + p] = dot * scale;
+        }
+    }
+}
+
+/// `row` becomes its softmax.
+pub fn softmax(row: &mut [f32]) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    {
+        // SAFETY: the build targets AVX2 and FMA.
+        unsafe { avx2::softmax(row) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
+    {
+        let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0f32;
+        for s in row.iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        for s in row.iter_mut() {
+            *s /= sum;
         }
     }
 }
@@ -57,6 +84,7 @@ pub(super) use avx2::hsum;
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx2 {
+    use super::KEY_BLOCK;
     use std::arch::x86_64::*;
 
     /// The sum of a vector's eight floats, in a fixed order (the Q4_K kernels use it too).
@@ -69,73 +97,163 @@ mod avx2 {
     }
 
     pub unsafe fn scores(q: &[f32], keys: &[f32], hd: usize, group: usize, seen: usize, scale: f32, out: &mut [f32]) {
-        let wide = hd / 32 * 32;
-        let narrow = hd / 8 * 8;
-        for p in 0..seen {
-            let k = keys.as_ptr().add(p * hd);
-            for h in 0..group {
-                let qh = q.as_ptr().add(h * hd);
-                let mut acc = [_mm256_setzero_ps(); 4];
-                let mut c = 0;
-                while c < wide {
-                    for (i, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_ps(_mm256_loadu_ps(qh.add(c + 8 * i)), _mm256_loadu_ps(k.add(c + 8 * i)), *a);
-                    }
-                    c += 32;
-                }
-                while c < narrow {
-                    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(qh.add(c)), _mm256_loadu_ps(k.add(c)), acc[0]);
-                    c += 8;
-                }
-                let mut s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-                while c < hd {
-                    s += *qh.add(c) * *k.add(c);
-                    c += 1;
-                }
-                out[h * seen + p] = s * scale;
+        // Up to 6 heads per pass over a block: 12 accumulators, 2 key vectors, 1 broadcast.
+        for first in (0..group).step_by(6) {
+            let heads = &q[first * hd..(first + (group - first).min(6)) * hd];
+            let out = &mut out[first * seen..];
+            match heads.len() / hd {
+                1 => heads_scores::<1>(heads, keys, hd, seen, scale, out),
+                2 => heads_scores::<2>(heads, keys, hd, seen, scale, out),
+                3 => heads_scores::<3>(heads, keys, hd, seen, scale, out),
+                4 => heads_scores::<4>(heads, keys, hd, seen, scale, out),
+                5 => heads_scores::<5>(heads, keys, hd, seen, scale, out),
+                _ => heads_scores::<6>(heads, keys, hd, seen, scale, out),
             }
         }
     }
 
-    /// Eight running sums of eight lanes: 64 of a head's dimensions at a time, each value row
-    /// read once per 64 dimensions for all positions.
+    /// Scores of `N` heads: per block, per dimension, the 16 positions' values against each
+    /// head's broadcast query value.
+    #[inline(always)]
+    unsafe fn heads_scores<const N: usize>(q: &[f32], keys: &[f32], hd: usize, seen: usize, scale: f32, out: &mut [f32]) {
+        let scale = _mm256_set1_ps(scale);
+        for block in 0..seen.div_ceil(KEY_BLOCK) {
+            let k = keys.as_ptr().add(block * KEY_BLOCK * hd);
+            let mut acc = [[_mm256_setzero_ps(); 2]; N];
+            for d in 0..hd {
+                let k0 = _mm256_loadu_ps(k.add(d * KEY_BLOCK));
+                let k1 = _mm256_loadu_ps(k.add(d * KEY_BLOCK + 8));
+                for (h, a) in acc.iter_mut().enumerate() {
+                    let qd = _mm256_broadcast_ss(&*q.as_ptr().add(h * hd + d));
+                    a[0] = _mm256_fmadd_ps(qd, k0, a[0]);
+                    a[1] = _mm256_fmadd_ps(qd, k1, a[1]);
+                }
+            }
+            let from = block * KEY_BLOCK;
+            let here = (seen - from).min(KEY_BLOCK);
+            for (h, a) in acc.iter().enumerate() {
+                let mut lanes = [0f32; KEY_BLOCK];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_mul_ps(a[0], scale));
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), _mm256_mul_ps(a[1], scale));
+                out[h * seen + from..h * seen + from + here].copy_from_slice(&lanes[..here]);
+            }
+        }
+    }
+
+    /// `e^x` for each lane, x ≤ 0 (the softmax subtracts the maximum): Cephes' expf, 2^n by
+    /// the exponent bits and a degree-5 polynomial on the rest (within 2 ulp); below -87 it
+    /// gives e^-87 (the weight vanishes against the maximum's 1 either way).
+    #[inline(always)]
+    unsafe fn exp(x: __m256) -> __m256 {
+        let x = _mm256_max_ps(x, _mm256_set1_ps(-87.0));
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+            x,
+            _mm256_set1_ps(std::f32::consts::LOG2_E),
+        ));
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
+        let mut y = _mm256_set1_ps(1.987_569_1e-4);
+        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+            y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
+        }
+        let y = _mm256_add_ps(_mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
+        let two_n = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)));
+        _mm256_mul_ps(y, _mm256_castsi256_ps(two_n))
+    }
+
+    pub unsafe fn softmax(row: &mut [f32]) {
+        let n = row.len();
+        let whole = n / 8 * 8;
+        let p = row.as_mut_ptr();
+        // The tail as a ninth vector, its missing lanes at -inf (max) and masked out (sum).
+        let mut tail = [f32::NEG_INFINITY; 8];
+        tail[..n - whole].copy_from_slice(&row[whole..]);
+        let mut max = _mm256_loadu_ps(tail.as_ptr());
+        for c in (0..whole).step_by(8) {
+            max = _mm256_max_ps(max, _mm256_loadu_ps(p.add(c)));
+        }
+        let m = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps::<1>(max));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        let m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        let max = _mm256_broadcastss_ps(m);
+        let mut sum = _mm256_setzero_ps();
+        for c in (0..whole).step_by(8) {
+            let e = exp(_mm256_sub_ps(_mm256_loadu_ps(p.add(c)), max));
+            _mm256_storeu_ps(p.add(c), e);
+            sum = _mm256_add_ps(sum, e);
+        }
+        let valid: [i32; 8] = std::array::from_fn(|i| if i < n - whole { -1 } else { 0 });
+        let mask = _mm256_loadu_si256(valid.as_ptr() as *const __m256i);
+        let e = _mm256_and_ps(exp(_mm256_sub_ps(_mm256_loadu_ps(tail.as_ptr()), max)), _mm256_castsi256_ps(mask));
+        sum = _mm256_add_ps(sum, e);
+        _mm256_storeu_ps(tail.as_mut_ptr(), e);
+        row[whole..].copy_from_slice(&tail[..n - whole]);
+        let inverse = 1.0 / hsum(sum);
+        for c in (0..whole).step_by(8) {
+            _mm256_storeu_ps(p.add(c), _mm256_mul_ps(_mm256_loadu_ps(p.add(c)), _mm256_set1_ps(inverse)));
+        }
+        for v in &mut row[whole..] {
+            *v *= inverse;
+        }
+    }
+
+    /// Up to 3 heads at a time over 32 of their dimensions: 12 running sums, and each value row
+    /// read once for all of them.
     pub unsafe fn weighted_values(w: &[f32], values: &[f32], hd: usize, group: usize, seen: usize, out: &mut [f32]) {
-        let wide = hd / 64 * 64;
+        for first in (0..group).step_by(3) {
+            let heads = (group - first).min(3);
+            let (w, out) = (&w[first * seen..(first + heads) * seen], &mut out[first * hd..(first + heads) * hd]);
+            match heads {
+                1 => heads_values::<1>(w, values, hd, seen, out),
+                2 => heads_values::<2>(w, values, hd, seen, out),
+                _ => heads_values::<3>(w, values, hd, seen, out),
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn heads_values<const N: usize>(w: &[f32], values: &[f32], hd: usize, seen: usize, out: &mut [f32]) {
+        let wide = hd / 32 * 32;
         let narrow = hd / 8 * 8;
-        for h in 0..group {
-            let wh = &w[h * seen..(h + 1) * seen];
-            let o = out.as_mut_ptr().add(h * hd);
-            let mut c = 0;
-            while c < wide {
-                let mut acc = [_mm256_setzero_ps(); 8];
-                for (p, &wp) in wh.iter().enumerate() {
-                    let v = values.as_ptr().add(p * hd + c);
-                    let wp = _mm256_set1_ps(wp);
-                    for (i, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_ps(wp, _mm256_loadu_ps(v.add(8 * i)), *a);
+        let v = values.as_ptr();
+        let mut c = 0;
+        while c < wide {
+            let mut acc = [[_mm256_setzero_ps(); 4]; N];
+            for p in 0..seen {
+                let row = [0, 8, 16, 24].map(|i| _mm256_loadu_ps(v.add(p * hd + c + i)));
+                for (h, a) in acc.iter_mut().enumerate() {
+                    let wp = _mm256_set1_ps(w[h * seen + p]);
+                    for i in 0..4 {
+                        a[i] = _mm256_fmadd_ps(wp, row[i], a[i]);
                     }
                 }
-                for (i, a) in acc.iter().enumerate() {
-                    _mm256_storeu_ps(o.add(c + 8 * i), *a);
-                }
-                c += 64;
             }
-            while c < narrow {
+            for (h, a) in acc.iter().enumerate() {
+                for (i, ai) in a.iter().enumerate() {
+                    _mm256_storeu_ps(out.as_mut_ptr().add(h * hd + c + 8 * i), *ai);
+                }
+            }
+            c += 32;
+        }
+        while c < narrow {
+            for h in 0..N {
                 let mut acc = _mm256_setzero_ps();
-                for (p, &wp) in wh.iter().enumerate() {
-                    acc = _mm256_fmadd_ps(_mm256_set1_ps(wp), _mm256_loadu_ps(values.as_ptr().add(p * hd + c)), acc);
+                for p in 0..seen {
+                    acc = _mm256_fmadd_ps(_mm256_set1_ps(w[h * seen + p]), _mm256_loadu_ps(v.add(p * hd + c)), acc);
                 }
-                _mm256_storeu_ps(o.add(c), acc);
-                c += 8;
+                _mm256_storeu_ps(out.as_mut_ptr().add(h * hd + c), acc);
             }
-            while c < hd {
+            c += 8;
+        }
+        while c < hd {
+            for h in 0..N {
                 let mut s = 0f32;
-                for (p, &wp) in wh.iter().enumerate() {
-                    s += wp * values[p * hd + c];
+                for p in 0..seen {
+                    s += w[h * seen + p] * values[p * hd + c];
                 }
-                *o.add(c) = s;
-                c += 1;
+                out[h * hd + c] = s;
             }
+            c += 1;
         }
     }
 }
@@ -144,17 +262,25 @@ mod avx2 {
 mod tests {
     use super::*;
 
-    /// Against the textbook loops in f64, for head sizes with every kind of tail.
+    /// Against the textbook loops in f64, for head sizes with every kind of tail, head counts
+    /// over one pass (7 = 6 + 1) and a last key block part full.
     #[test]
     fn scores_and_weighted_values_match_plain_loops() {
         for hd in [64, 72, 100, 128] {
-            let (group, seen) = (3, 37);
+            let (group, seen) = (7, 37);
             let f = |i: usize, m: usize| ((i * m % 101) as f32 - 50.0) / 37.0;
             let q: Vec<f32> = (0..group * hd).map(|i| f(i, 7)).collect();
             let k: Vec<f32> = (0..seen * hd).map(|i| f(i, 13)).collect();
             let v: Vec<f32> = (0..seen * hd).map(|i| f(i, 17)).collect();
+            // The cache's layout: blocks of 16 positions, dimension-major.
+            let mut blocked = vec![f32::NAN; seen.next_multiple_of(KEY_BLOCK) * hd];
+            for p in 0..seen {
+                for d in 0..hd {
+                    blocked[p / KEY_BLOCK * KEY_BLOCK * hd + d * KEY_BLOCK + p % KEY_BLOCK] = k[p * hd + d];
+                }
+            }
             let mut s = vec![0f32; group * seen];
-            scores(&q, &k, hd, 0.5, &mut s);
+            scores(&q, &blocked, hd, 0.5, &mut s);
             for h in 0..group {
                 for p in 0..seen {
                     let want: f64 = (0..hd).map(|d| q[h * hd + d] as f64 * k[p * hd + d] as f64).sum::<f64>() * 0.5;
@@ -169,6 +295,23 @@ mod tests {
                     let want: f64 = (0..seen).map(|p| w[h * seen + p] as f64 * v[p * hd + d] as f64).sum();
                     assert!((out[h * hd + d] as f64 - want).abs() < 1e-3, "hd {hd} h {h} d {d}");
                 }
+            }
+        }
+    }
+
+    /// Against exp in f64, for lengths with and without a tail and scores far below the
+    /// maximum (whose weights vanish).
+    #[test]
+    fn softmax_matches_the_f64_formula() {
+        for n in [1, 5, 8, 37, 300] {
+            let row: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 3.0 - if i % 11 == 0 { 200.0 } else { 0.0 }).collect();
+            let mut got = row.clone();
+            softmax(&mut got);
+            let max = row.iter().cloned().fold(f64::NEG_INFINITY, |a, b| a.max(b as f64));
+            let total: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
+            for (i, (&g, &x)) in got.iter().zip(&row).enumerate() {
+                let want = (x as f64 - max).exp() / total;
+                assert!((g as f64 - want).abs() <= 4e-6 * want.max(1e-30) + 1e-37, "n {n} i {i}: {g} vs {want}");
             }
         }
     }

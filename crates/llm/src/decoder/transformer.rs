@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
 use rayon::prelude::*;
 
-use super::attention;
+use super::attention::{self, KEY_BLOCK};
 use super::weights::{self, Matrix};
 
 #[derive(Debug, Clone)]
@@ -58,9 +58,11 @@ pub struct Transformer {
     inv_freq: Vec<f32>,
 }
 
-/// Keys and values of the tokens seen so far, one preallocated buffer per layer laid out
-/// `[kv_head][position][head_dim]`. Cutting back (rejected draft tokens) only lowers `len`:
-/// nothing is freed or reallocated.
+/// Keys and values of the tokens seen so far, one preallocated buffer per layer. Values are laid
+/// out `[kv_head][position][head_dim]`; keys `[kv_head][position / 16][head_dim][16]`, so that
+/// attention scores 16 positions at once, a position per lane (`attention::KEY_BLOCK`); the
+/// capacity is a whole number of such blocks. Cutting back (rejected draft tokens) only lowers
+/// `len`: nothing is freed or reallocated.
 #[derive(Clone)]
 pub struct KvCache {
     keys: Vec<Vec<f32>>,
@@ -95,11 +97,13 @@ impl KvCache {
         if (capacity..=2 * capacity).contains(&self.capacity) {
             return self;
         }
-        let capacity = capacity.max(self.len);
+        let capacity = capacity.max(self.len).next_multiple_of(KEY_BLOCK);
         let heads = self.keys.first().map_or(0, |k| k.len() / (self.capacity * self.head_dim).max(1));
+        // Both layouts keep a head's first positions at the start of its region: whole blocks
+        // of keys, and as many values.
         let relaid = |old: &[f32]| {
             let mut new = vec![0f32; heads * capacity * self.head_dim];
-            let kept = self.len * self.head_dim;
+            let kept = self.len.next_multiple_of(KEY_BLOCK) * self.head_dim;
             for h in 0..heads {
                 let (from, to) = (h * self.capacity * self.head_dim, h * capacity * self.head_dim);
                 new[to..to + kept].copy_from_slice(&old[from..from + kept]);
@@ -120,8 +124,14 @@ impl KvCache {
         self.keys.iter().chain(&self.values).map(|b| b.len() * std::mem::size_of::<f32>()).sum()
     }
 
+    /// Where a head's region starts, in either buffer (and a value's place in it).
     fn slot(&self, head: usize, position: usize) -> usize {
         (head * self.capacity + position) * self.head_dim
+    }
+
+    /// Where dimension `d` of a key sits.
+    fn key_slot(&self, head: usize, position: usize, d: usize) -> usize {
+        self.slot(head, position / KEY_BLOCK * KEY_BLOCK) + d * KEY_BLOCK + position % KEY_BLOCK
     }
 }
 
@@ -229,6 +239,7 @@ impl Transformer {
     }
 
     pub fn new_cache(&self, capacity: usize) -> KvCache {
+        let capacity = capacity.next_multiple_of(KEY_BLOCK);
         let c = &self.config;
         let size = c.kv_heads * capacity * c.head_dim;
         KvCache {
@@ -294,8 +305,11 @@ impl Transformer {
                 for h in 0..c.kv_heads {
                     let slot = cache.slot(h, start + t);
                     let src = (t * c.kv_heads + h) * hd;
-                    cache.keys[li][slot..slot + hd].copy_from_slice(&k[src..src + hd]);
                     cache.values[li][slot..slot + hd].copy_from_slice(&v[src..src + hd]);
+                    for d in 0..hd {
+                        let at = cache.key_slot(h, start + t, d);
+                        cache.keys[li][at] = k[src + d];
+                    }
                 }
             }
             self.attention(&q, cache, li, start, &mut attn);
@@ -360,17 +374,10 @@ impl Transformer {
             let seen = start + t + 1;
             let base = cache.slot(kv, 0);
             let mut scores = vec![0f32; group * seen];
-            attention::scores(queries, &keys[base..base + seen * hd], hd, scale, &mut scores);
+            let blocks = seen.next_multiple_of(KEY_BLOCK) * hd;
+            attention::scores(queries, &keys[base..base + blocks], hd, scale, &mut scores);
             for row in scores.chunks_mut(seen) {
-                let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0f32;
-                for s in row.iter_mut() {
-                    *s = (*s - max).exp();
-                    sum += *s;
-                }
-                for s in row.iter_mut() {
-                    *s /= sum;
-                }
+                attention::softmax(row);
             }
             attention::weighted_values(&scores, &values[base..base + seen * hd], hd, o);
         });

@@ -60,6 +60,15 @@ impl DisjointRows {
 /// token; Q4_K and Q6_K, all of a Q4_K_M model's matrices, have kernels that unpack each block
 /// once for several tokens (`kernels`).
 trait RowDot: GgmlType + 'static {
+    /// One token's activations in the format the dot products take.
+    fn quantize(x: &[f32], out: &mut [Self::VecDotType]) {
+        if Self::DIRECT_COPY {
+            Self::VecDotType::direct_copy(x, out);
+        } else {
+            Self::VecDotType::from_float(x, out);
+        }
+    }
+
     fn dot_rows(cols: usize, row: &[Self], tokens: &[&[Self::VecDotType]], out: &mut [f32]) {
         for (o, t) in out.iter_mut().zip(tokens) {
             *o = Self::vec_dot(cols, row, t);
@@ -95,6 +104,10 @@ impl RowDot for BlockQ5K {}
 macro_rules! k_quant_row_dot {
     ($block:ty, $kernels:ident, $sub:literal) => {
         impl RowDot for $block {
+            fn quantize(x: &[f32], out: &mut [BlockQ8K]) {
+                kernels::quantize_q8k(x, out);
+            }
+
             fn dot_rows(_cols: usize, row: &[Self], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
                 for (t, o) in tokens.chunks(kernels::TILE).zip(out.chunks_mut(kernels::TILE)) {
                     kernels::$kernels::dot_tile(row, t, o);
@@ -129,14 +142,7 @@ impl<T: RowDot> Blocks for Typed<T> {
     fn matmul(&self, rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32]) {
         let per_row = cols / T::BLCK_SIZE;
         let mut xq = vec![T::VecDotType::zeros(); m * per_row];
-        xq.par_chunks_mut(per_row).enumerate().for_each(|(t, xq_row)| {
-            let x_row = &x[t * cols..(t + 1) * cols];
-            if T::DIRECT_COPY {
-                T::VecDotType::direct_copy(x_row, xq_row);
-            } else {
-                T::VecDotType::from_float(x_row, xq_row);
-            }
-        });
+        xq.par_chunks_mut(per_row).enumerate().for_each(|(t, xq_row)| T::quantize(&x[t * cols..(t + 1) * cols], xq_row));
         // Results are gathered row-major by weight row ([row][token]) so each task writes one
         // contiguous slice, then each task moves its rows into `out` ([token][row]) while they
         // are in its cache.
