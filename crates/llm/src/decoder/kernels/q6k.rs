@@ -70,21 +70,25 @@ mod avx512 {
         (q6, scales16, f16_at(&row[b * Q6K_BYTES..], D))
     }
 
+    /// Word w of vector v takes scale 4v + w/8 (each scale covers 16 weights, 8 words): the
+    /// `permutexvar` indices that spread a block's 16 scales over its 4 vectors.
+    const SPREAD: [[i16; 32]; 4] = {
+        let mut idx = [[0i16; 32]; 4];
+        let mut i = 0;
+        while i < 128 {
+            idx[i / 32][i % 32] = (4 * (i / 32) + i % 32 / 8) as i16;
+            i += 1;
+        }
+        idx
+    };
+
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub unsafe fn dot_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
         let n = tokens.len();
         let blocks = row.len() / Q6K_BYTES;
         let ys = token_bytes(tokens);
         let mut acc = _mm_setzero_ps();
-        // Word w of vector v takes scale 4v + w/8 (each scale covers 16 weights, 8 words).
-        let mut spread = [_mm512_setzero_si512(); 4];
-        for (v, s) in spread.iter_mut().enumerate() {
-            let mut idx = [0i16; 32];
-            for (w, i) in idx.iter_mut().enumerate() {
-                *i = (4 * v + w / 8) as i16;
-            }
-            *s = _mm512_loadu_si512(idx.as_ptr() as *const _);
-        }
+        let spread = SPREAD.map(|idx| _mm512_loadu_si512(idx.as_ptr() as *const _));
         for b in 0..blocks {
             let (q6, scales16, d) = weights_of(row, b);
             let all = _mm512_castsi256_si512(scales16);
