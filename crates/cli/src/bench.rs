@@ -63,6 +63,9 @@ enum BenchCommand {
     /// Time to first token of RAG answers: a fresh question, a question after another, a
     /// follow-up over the same passages (the last prompt kept), each checked against a fresh run.
     Ttft(crate::ttft::TtftArgs),
+    /// The embedder against sentence-transformers on the same chunk texts, same machine, same
+    /// run: chunks/s, tokens/s, the ratio and how close the vectors are.
+    Embed(crate::embed_bench::EmbedArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<()> {
@@ -70,6 +73,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         Some(BenchCommand::Ingest { corpus, max_docs }) => return bench_ingest(&corpus, max_docs).await,
         Some(BenchCommand::Speculative(args)) => return crate::speculative::run(args).await,
         Some(BenchCommand::Ttft(args)) => return crate::ttft::run(args).await,
+        Some(BenchCommand::Embed(args)) => return crate::embed_bench::run(args),
         None => {}
     }
     let docs_dir = match args.docs {
@@ -79,14 +83,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     println!("machine: {} cores, {}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), cpu_name());
     let embedder = Embedder::load(&quire_models::MINILM.location()?)?;
     let chunker = Chunker::new(embedder.tokenizer())?;
-    let (files, _) = quire_engine::discover_files(std::slice::from_ref(&docs_dir), false);
-    let mut chunks = Vec::new();
-    for f in &files {
-        if let Ok(doc) = quire_ingest::load_file(f) {
-            chunks.extend(chunker.chunk(&doc).into_iter().map(|c| (f.clone(), c)));
-        }
-    }
-    anyhow::ensure!(!chunks.is_empty(), "no chunks from {}", docs_dir.display());
+    let chunks = sample_chunks(&docs_dir, &chunker)?;
 
     // 1. Embedding throughput on full-size chunks.
     let mut big: Vec<&str> = chunks.iter().filter(|(_, c)| c.tokens >= 400).map(|(_, c)| c.text.as_str()).collect();
@@ -361,6 +358,19 @@ async fn search_figures(kb: &KnowledgeBase, queries: &[String], qvecs: &[Vec<f32
         }
     }
     Ok(())
+}
+
+/// The chunks ingestion makes of the documents under `docs`, with the file each came from.
+pub(crate) fn sample_chunks(docs: &std::path::Path, chunker: &Chunker) -> Result<Vec<(PathBuf, quire_ingest::Chunk)>> {
+    let (files, _) = quire_engine::discover_files(&[docs.to_path_buf()], false);
+    let mut chunks = Vec::new();
+    for f in &files {
+        if let Ok(doc) = quire_ingest::load_file(f) {
+            chunks.extend(chunker.chunk(&doc).into_iter().map(|c| (f.clone(), c)));
+        }
+    }
+    anyhow::ensure!(!chunks.is_empty(), "no chunks from {}", docs.display());
+    Ok(chunks)
 }
 
 pub(crate) fn default_docs() -> Result<PathBuf> {

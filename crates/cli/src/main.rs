@@ -2,6 +2,7 @@
 //! bench, eval, key).
 
 mod bench;
+mod embed_bench;
 mod eval;
 mod speculative;
 mod ttft;

@@ -48,6 +48,28 @@ struct Layer {
     out_norm: LayerNorm,
 }
 
+/// The model's weights, for `fused::FusedBert` to copy.
+pub(crate) struct Parts<'a> {
+    pub word: &'a Embedding,
+    pub position: &'a Embedding,
+    pub token_type: &'a Embedding,
+    pub emb_norm: &'a LayerNorm,
+    pub layers: Vec<LayerParts<'a>>,
+    pub heads: usize,
+    pub head_dim: usize,
+}
+
+pub(crate) struct LayerParts<'a> {
+    pub query: &'a Linear,
+    pub key: &'a Linear,
+    pub value: &'a Linear,
+    pub attn_out: &'a Linear,
+    pub attn_norm: &'a LayerNorm,
+    pub intermediate: &'a Linear,
+    pub output: &'a Linear,
+    pub out_norm: &'a LayerNorm,
+}
+
 pub struct BertModel {
     word: Embedding,
     position: Embedding,
@@ -92,6 +114,31 @@ impl BertModel {
             heads: cfg.num_attention_heads,
             head_dim: h / cfg.num_attention_heads,
         })
+    }
+
+    pub(crate) fn parts(&self) -> Parts<'_> {
+        Parts {
+            word: &self.word,
+            position: &self.position,
+            token_type: &self.token_type,
+            emb_norm: &self.emb_norm,
+            layers: self
+                .layers
+                .iter()
+                .map(|l| LayerParts {
+                    query: &l.query,
+                    key: &l.key,
+                    value: &l.value,
+                    attn_out: &l.attn_out,
+                    attn_norm: &l.attn_norm,
+                    intermediate: &l.intermediate,
+                    output: &l.output,
+                    out_norm: &l.out_norm,
+                })
+                .collect(),
+            heads: self.heads,
+            head_dim: self.head_dim,
+        }
     }
 
     /// `ids` and `mask` are (batch, seq) u32; returns the last hidden state (batch, seq, hidden).

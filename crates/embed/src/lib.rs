@@ -4,8 +4,10 @@
 //! L2-normalised, so a dot product is the cosine similarity.
 
 mod bert;
+mod fused;
+mod matmul;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
@@ -24,8 +26,31 @@ pub enum Pooling {
 /// The query instruction bge-*-en-v1.5 models were trained with (not applied to passages).
 pub const BGE_QUERY_INSTRUCTION: &str = "Represent this sentence for searching relevant passages: ";
 
+/// Which forward pass embeds: Quire's fused one (the default) or candle's tensor graph, kept
+/// as the reference the fused pass is measured against (`QUIRE_EMBEDDER=candle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardPass {
+    Fused,
+    Candle,
+}
+
+impl ForwardPass {
+    /// The path `QUIRE_EMBEDDER` asks for (`candle` or `fused`), else the fused one.
+    pub fn from_env() -> ForwardPass {
+        match std::env::var("QUIRE_EMBEDDER").as_deref() {
+            Ok("candle") => ForwardPass::Candle,
+            _ => ForwardPass::Fused,
+        }
+    }
+}
+
+enum Forward {
+    Fused(fused::FusedBert),
+    Candle(bert::BertModel),
+}
+
 pub struct Embedder {
-    model: bert::BertModel,
+    forward: Forward,
     tokenizer: Tokenizer,
     pooling: Pooling,
     query_prefix: String,
@@ -45,9 +70,14 @@ struct PoolingConfig {
 }
 
 impl Embedder {
+    /// Loads a model folder for the forward pass `QUIRE_EMBEDDER` picks (`ForwardPass::from_env`).
+    pub fn load(dir: &std::path::Path) -> Result<Embedder> {
+        Embedder::load_with(dir, ForwardPass::from_env())
+    }
+
     /// Loads a model folder. Pooling comes from `1_Pooling/config.json` when present, else from
     /// the model's family (bge: CLS, others: mean).
-    pub fn load(dir: &Path) -> Result<Embedder> {
+    pub fn load_with(dir: &std::path::Path, pass: ForwardPass) -> Result<Embedder> {
         let file = |name: &str| -> Result<PathBuf> {
             let p = dir.join(name);
             if !p.is_file() {
@@ -89,8 +119,20 @@ impl Embedder {
 
         let device = Device::Cpu;
         let model = bert::BertModel::load(&file("model.safetensors")?, &config, &device)?;
+        let forward = match pass {
+            ForwardPass::Fused => Forward::Fused(fused::FusedBert::from_model(&model)?),
+            ForwardPass::Candle => Forward::Candle(model),
+        };
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Embedder { dim: config.hidden_size, model, tokenizer, pooling, query_prefix: query_prefix.into(), max_tokens, device, name })
+        Ok(Embedder { dim: config.hidden_size, forward, tokenizer, pooling, query_prefix: query_prefix.into(), max_tokens, device, name })
+    }
+
+    /// The forward pass this embedder runs.
+    pub fn forward_pass(&self) -> ForwardPass {
+        match self.forward {
+            Forward::Fused(_) => ForwardPass::Fused,
+            Forward::Candle(_) => ForwardPass::Candle,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -141,11 +183,38 @@ impl Embedder {
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(|e| anyhow::anyhow!("tokenizer failed: {e}"))?;
+        let model = match &self.forward {
+            Forward::Candle(model) => model,
+            Forward::Fused(fused) => {
+            // Each sequence without its padding (padding is on the right).
+            let sequences: Vec<&[u32]> = encodings
+                .iter()
+                .map(|e| &e.get_ids()[..e.get_attention_mask().iter().filter(|&&m| m != 0).count()])
+                .collect();
+            let hidden = fused.forward(&sequences)?;
+            let dim = self.dim;
+            return Ok(hidden
+                .into_iter()
+                .map(|rows| {
+                    let mut v: Vec<f32> = match self.pooling {
+                        Pooling::Cls => rows[..dim].to_vec(),
+                        Pooling::Mean => {
+                            let n = (rows.len() / dim).max(1) as f32;
+                            (0..dim).map(|d| rows.iter().skip(d).step_by(dim).sum::<f32>() / n).collect()
+                        }
+                    };
+                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                    v.iter_mut().for_each(|x| *x /= norm);
+                    v
+                })
+                .collect());
+            }
+        };
         let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
         let mask: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_attention_mask().to_vec()).collect();
         let ids = Tensor::new(ids, &self.device)?;
         let mask = Tensor::new(mask, &self.device)?;
-        let hidden = self.model.forward(&ids, &mask)?; // (batch, seq, dim)
+        let hidden = model.forward(&ids, &mask)?; // (batch, seq, dim)
         let pooled = match self.pooling {
             Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
             Pooling::Mean => {

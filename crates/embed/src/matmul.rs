@@ -1,0 +1,224 @@
+//! `out = input · weightᵀ + bias` for the encoder's dense layers, with the kernel picked at run
+//! time: on CPUs with AVX-512, tiles of 6 rows × 32 outputs (12 accumulators of 16 lanes, the
+//! weights packed once at load so each step reads 32 outputs' weights contiguously); elsewhere
+//! `gemm` (candle's CPU kernel, which reaches only AVX2/FMA in a stable build).
+
+use gemm::{gemm, Parallelism};
+use rayon::prelude::*;
+
+/// Outputs per packed panel (two 16-lane registers).
+const PANEL: usize = 32;
+/// Rows per tile: 6 × 2 accumulators + 2 weight registers + 1 broadcast fit in 32 registers
+/// with room for the loads ahead.
+const TILE_ROWS: usize = 6;
+/// Rows per task: a task's inputs stay in the core's L2 while every panel passes over them.
+const TASK_ROWS: usize = 48;
+
+pub struct Dense {
+    /// Row-major `[out][in]`, as stored in the checkpoint.
+    weight: Vec<f32>,
+    /// The weights in panels of `PANEL` outputs, input-major inside a panel; only where the
+    /// AVX-512 kernel runs.
+    packed: Option<Vec<f32>>,
+    pub bias: Vec<f32>,
+    pub outputs: usize,
+    pub inputs: usize,
+}
+
+impl Dense {
+    pub fn new(weight: Vec<f32>, bias: Vec<f32>, outputs: usize, inputs: usize) -> Dense {
+        Dense::with_kernel(weight, bias, outputs, inputs, avx512())
+    }
+
+    fn with_kernel(weight: Vec<f32>, bias: Vec<f32>, outputs: usize, inputs: usize, wide: bool) -> Dense {
+        let packed = (wide && outputs % PANEL == 0).then(|| {
+            let mut packed = Vec::new();
+            pack(outputs, inputs, |o, i| weight[o * inputs + i], &mut packed);
+            packed
+        });
+        Dense { weight, packed, bias, outputs, inputs }
+    }
+
+    /// `out[r] = input[r] · weightᵀ + bias` for `rows` rows, the work split over the thread pool.
+    pub fn forward(&self, input: &[f32], rows: usize, out: &mut [f32]) {
+        let (n, k) = (self.outputs, self.inputs);
+        assert!(input.len() >= rows * k && out.len() >= rows * n);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(packed) = &self.packed {
+            input[..rows * k].par_chunks(TASK_ROWS * k).zip(out[..rows * n].par_chunks_mut(TASK_ROWS * n)).for_each(
+                |(input, out)| {
+                    // SAFETY: `packed` is only made where the CPU has AVX-512F; the slices
+                    // hold whole rows of `k` inputs and `n` outputs.
+                    unsafe { avx512::rows(input, packed, &self.bias, k, n, out) }
+                },
+            );
+            return;
+        }
+        for row in out.chunks_mut(n).take(rows) {
+            row.copy_from_slice(&self.bias);
+        }
+        // SAFETY: out is rows×n, input rows×k, weight n×k, all row-major and within their buffers.
+        unsafe {
+            gemm(
+                rows,
+                n,
+                k,
+                out.as_mut_ptr(),
+                1,
+                n as isize,
+                true,
+                input.as_ptr(),
+                1,
+                k as isize,
+                self.weight.as_ptr(),
+                k as isize,
+                1,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                Parallelism::Rayon(0),
+            );
+        }
+    }
+}
+
+/// Whether this CPU has AVX-512F (checked once).
+pub fn avx512() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(detect_avx512)
+}
+
+fn detect_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{PANEL, TILE_ROWS};
+
+    /// Every row of `input` (rows of `k`) against every panel, into `out` (rows of `n`).
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn rows(input: &[f32], packed: &[f32], bias: &[f32], k: usize, n: usize, out: &mut [f32]) {
+        product(input.as_ptr(), k, input.len() / k, k, packed, bias, n, out.as_mut_ptr(), n);
+    }
+
+    /// `out[r][o] = bias[o] + Σᵢ a[r][i] · w(o, i)` for `rows` rows of `a` (`k` inputs, rows
+    /// `a_stride` apart) and `n` outputs (a multiple of `PANEL`) packed as `Dense` packs them,
+    /// into rows of `out` `out_stride` apart. The caller guarantees the bounds.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn product(
+        a: *const f32,
+        a_stride: usize,
+        rows: usize,
+        k: usize,
+        packed: &[f32],
+        bias: &[f32],
+        n: usize,
+        out: *mut f32,
+        out_stride: usize,
+    ) {
+        debug_assert!(n % PANEL == 0 && packed.len() >= n * k && bias.len() >= n);
+        for p in 0..n / PANEL {
+            let panel = packed[p * k * PANEL..].as_ptr();
+            let bias = bias[p * PANEL..].as_ptr();
+            let mut r = 0;
+            while r < rows {
+                let a = a.add(r * a_stride);
+                let o = out.add(r * out_stride + p * PANEL);
+                match rows - r {
+                    1 => tile::<1>(a, a_stride, k, panel, bias, o, out_stride),
+                    2 => tile::<2>(a, a_stride, k, panel, bias, o, out_stride),
+                    3 => tile::<3>(a, a_stride, k, panel, bias, o, out_stride),
+                    4 => tile::<4>(a, a_stride, k, panel, bias, o, out_stride),
+                    5 => tile::<5>(a, a_stride, k, panel, bias, o, out_stride),
+                    _ => tile::<TILE_ROWS>(a, a_stride, k, panel, bias, o, out_stride),
+                }
+                r += TILE_ROWS;
+            }
+        }
+    }
+
+    /// `R` rows of `a` (stride `a_stride`, `k` inputs) times one panel, plus the panel's bias,
+    /// into `out` (stride `n`).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn tile<const R: usize>(
+        a: *const f32,
+        a_stride: usize,
+        k: usize,
+        panel: *const f32,
+        bias: *const f32,
+        out: *mut f32,
+        n: usize,
+    ) {
+        let (b0, b1) = (_mm512_loadu_ps(bias), _mm512_loadu_ps(bias.add(16)));
+        let mut acc = [[b0, b1]; R];
+        for kk in 0..k {
+            let w = panel.add(kk * PANEL);
+            let (w0, w1) = (_mm512_loadu_ps(w), _mm512_loadu_ps(w.add(16)));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = _mm512_set1_ps(*a.add(r * a_stride + kk));
+                acc[0] = _mm512_fmadd_ps(x, w0, acc[0]);
+                acc[1] = _mm512_fmadd_ps(x, w1, acc[1]);
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            _mm512_storeu_ps(out.add(r * n), acc[0]);
+            _mm512_storeu_ps(out.add(r * n + 16), acc[1]);
+        }
+    }
+}
+
+/// `w(o, i)` for `outputs` × `inputs` laid out as `Dense` packs its weights, into `packed`
+/// (resized): panels of `PANEL` outputs, input-major inside a panel.
+fn pack(outputs: usize, inputs: usize, w: impl Fn(usize, usize) -> f32, packed: &mut Vec<f32>) {
+    packed.resize(outputs * inputs, 0.0);
+    for p in 0..outputs / PANEL {
+        for i in 0..inputs {
+            for j in 0..PANEL {
+                packed[(p * inputs + i) * PANEL + j] = w(p * PANEL + j, i);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_kernels_compute_the_same_layer() {
+        let (rows, k, n) = (101, 96, 64);
+        let value = |i: usize, salt: usize| (((i * 2654435761 + salt) % 1000) as f32 - 500.0) / 700.0;
+        let weight: Vec<f32> = (0..n * k).map(|i| value(i, 1)).collect();
+        let bias: Vec<f32> = (0..n).map(|i| value(i, 2)).collect();
+        let input: Vec<f32> = (0..rows * k).map(|i| value(i, 3)).collect();
+        let exact = |r: usize, o: usize| {
+            bias[o] as f64 + (0..k).map(|j| input[r * k + j] as f64 * weight[o * k + j] as f64).sum::<f64>()
+        };
+        let kernels = if avx512() { vec![false, true] } else { vec![false] };
+        for wide in kernels {
+            let layer = Dense::with_kernel(weight.clone(), bias.clone(), n, k, wide);
+            assert_eq!(layer.packed.is_some(), wide);
+            let mut out = vec![0f32; rows * n];
+            layer.forward(&input, rows, &mut out);
+            for r in 0..rows {
+                for o in 0..n {
+                    assert!((out[r * n + o] as f64 - exact(r, o)).abs() < 1e-4, "wide {wide}: row {r} output {o}");
+                }
+            }
+        }
+    }
+}
