@@ -57,6 +57,10 @@ pub struct AnswersArgs {
     /// Passages retrieved per question (default: the engine's).
     #[arg(long)]
     top_k: Option<usize>,
+    /// Show the model only the sentences of each passage that bear on the question, this
+    /// many tokens per passage on average (default: whole passages).
+    #[arg(long)]
+    focus_tokens: Option<usize>,
     /// Ask only the first N questions (the retrieval table covers all).
     #[arg(long)]
     limit: Option<usize>,
@@ -209,6 +213,7 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         anyhow::ensure!(k > 0, "--top-k must be at least 1");
         config.top_k = k;
     }
+    config.focus_tokens = args.focus_tokens;
     let temp = tempfile::tempdir().context("cannot make a temporary folder")?;
     let top_k = config.top_k;
     println!(

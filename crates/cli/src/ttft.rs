@@ -30,6 +30,10 @@ pub struct TtftArgs {
     /// Questions asked (the first N).
     #[arg(long, default_value_t = 5)]
     limit: usize,
+    /// Show the model only the sentences of each passage that bear on the question, this
+    /// many tokens per passage on average (default: whole passages).
+    #[arg(long)]
+    focus_tokens: Option<usize>,
     /// Answer model (name or GGUF path).
     #[arg(long, default_value = "qwen2.5-coder-1.5b")]
     model: String,
@@ -47,6 +51,7 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     config.llm_path = crate::resolve_model(&args.model)?;
     let model_path = config.llm_path.clone();
     config.draft_path = None;
+    config.focus_tokens = args.focus_tokens;
     let docs = match &args.docs {
         Some(d) => d.clone(),
         None => crate::bench::default_docs()?,

@@ -76,26 +76,17 @@ fn prefix(text: &str, bytes: usize) -> &str {
     &text[..end]
 }
 
-pub fn user_prompt(question: &str, sources: &[SearchHit]) -> String {
-    let mut out = String::from("Sources:\n\n");
-    for (i, hit) in sources.iter().enumerate() {
-        out.push_str(&format!("[{}] ({})\n{}\n\n", i + 1, source_label(hit), hit.text.trim()));
-    }
-    out.push_str(&format!("Question: {question}"));
-    out
-}
-
-/// The schema for an answer over numbered `sources`. Each citation is one of a fixed set of
-/// objects, one per source: its quote must be one of that source's sentences (whitespace
-/// collapsed, at most `MAX_QUOTE_CHARS`), and its number is that source's. The quote comes
+/// The schema for an answer over numbered sources whose quotable sentences (as
+/// `quotable_spans` makes them, of what the model was shown) are `quotes`. Each citation is one
+/// of a fixed set of objects, one per source: its quote must be one of that source's sentences,
+/// and its number is that source's. The quote comes
 /// first, so the number follows from the passage the model chose to copy: a citation cannot
 /// name a passage that was not retrieved, and its quote is in the passage it names, word for word.
-pub fn answer_schema(sources: &[SearchHit]) -> serde_json::Value {
-    let citations: Vec<serde_json::Value> = sources
+pub fn answer_schema(quotes: &[Vec<String>]) -> serde_json::Value {
+    let citations: Vec<serde_json::Value> = quotes
         .iter()
         .enumerate()
-        .filter_map(|(i, hit)| {
-            let quotes = quotable_spans(&hit.text);
+        .filter_map(|(i, quotes)| {
             (!quotes.is_empty()).then(|| {
                 json!({
                     "type": "object",
@@ -112,7 +103,7 @@ pub fn answer_schema(sources: &[SearchHit]) -> serde_json::Value {
     let citation = if citations.is_empty() {
         // No source has a sentence to quote (tables of symbols): any short quote, numbers only
         // among the retrieved ones.
-        let ids: Vec<usize> = (1..=sources.len()).collect();
+        let ids: Vec<usize> = (1..=quotes.len()).collect();
         json!({
             "type": "object",
             "properties": {
@@ -349,13 +340,12 @@ mod tests {
         assert!(count(&shown[1].text) <= 100 && shown[1].text.len() > 300, "{}", shown[1].text.len());
         assert!(words.starts_with(&shown[1].text) && shown[1].text.ends_with("word"), "cut at a word");
         assert!(count(&shown[2].text) <= 100 && blob.starts_with(&shown[2].text) && !shown[2].text.is_empty());
-        // The prompt holds them as cut.
-        assert!(user_prompt("q", &shown).len() < 2_000);
     }
 
     #[test]
     fn schema_ties_each_quote_to_the_source_it_comes_from() {
-        let schema = answer_schema(&[source("Tides follow the Moon.  Bread rises."), source("@@ ##"), source("Lava is hot.")]);
+        let quotes = ["Tides follow the Moon.  Bread rises.", "@@ ##", "Lava is hot."].map(quotable_spans);
+        let schema = answer_schema(&quotes);
         let branches = schema["properties"]["citations"]["items"]["anyOf"].as_array().unwrap();
         // The second source has nothing quotable: it cannot be cited.
         assert_eq!(branches.len(), 2);

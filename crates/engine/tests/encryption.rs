@@ -14,6 +14,7 @@ async fn engine(data: &std::path::Path, passphrase: &str) -> anyhow::Result<Engi
         llm_path: quire_models::SMOLLM2.location().unwrap(),
         draft_path: None,
         top_k: 4,
+        focus_tokens: None,
         max_answer_tokens: 256,
         loader: None,
         keys: KeyAccess::passphrase(passphrase),

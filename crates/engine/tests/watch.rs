@@ -19,6 +19,7 @@ async fn engine(data: &Path) -> Engine {
         llm_path: quire_models::SMOLLM2.location().unwrap(),
         draft_path: None,
         top_k: 4,
+        focus_tokens: None,
         max_answer_tokens: 64,
         loader: None,
         keys: quire_engine::KeyAccess::passphrase("test passphrase"),
