@@ -183,33 +183,35 @@ impl Embedder {
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(|e| anyhow::anyhow!("tokenizer failed: {e}"))?;
-        let model = match &self.forward {
-            Forward::Candle(model) => model,
-            Forward::Fused(fused) => {
-            // Each sequence without its padding (padding is on the right).
-            let sequences: Vec<&[u32]> = encodings
-                .iter()
-                .map(|e| &e.get_ids()[..e.get_attention_mask().iter().filter(|&&m| m != 0).count()])
-                .collect();
-            let hidden = fused.forward(&sequences)?;
-            let dim = self.dim;
-            return Ok(hidden
-                .into_iter()
-                .map(|rows| {
-                    let mut v: Vec<f32> = match self.pooling {
-                        Pooling::Cls => rows[..dim].to_vec(),
-                        Pooling::Mean => {
-                            let n = (rows.len() / dim).max(1) as f32;
-                            (0..dim).map(|d| rows.iter().skip(d).step_by(dim).sum::<f32>() / n).collect()
-                        }
-                    };
-                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-                    v.iter_mut().for_each(|x| *x /= norm);
-                    v
-                })
-                .collect());
-            }
-        };
+        match &self.forward {
+            Forward::Fused(fused) => self.embed_fused(fused, &encodings),
+            Forward::Candle(model) => self.embed_candle(model, &encodings),
+        }
+    }
+
+    fn embed_fused(&self, fused: &fused::FusedBert, encodings: &[tokenizers::Encoding]) -> Result<Vec<Vec<f32>>> {
+        // Each sequence without its padding (padding is on the right).
+        let sequences: Vec<&[u32]> = encodings
+            .iter()
+            .map(|e| &e.get_ids()[..e.get_attention_mask().iter().filter(|&&m| m != 0).count()])
+            .collect();
+        let dim = self.dim;
+        let vectors = fused.forward(&sequences)?.into_iter().map(|rows| {
+            let mut v: Vec<f32> = match self.pooling {
+                Pooling::Cls => rows[..dim].to_vec(),
+                Pooling::Mean => {
+                    let n = (rows.len() / dim).max(1) as f32;
+                    (0..dim).map(|d| rows.iter().skip(d).step_by(dim).sum::<f32>() / n).collect()
+                }
+            };
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+            v.iter_mut().for_each(|x| *x /= norm);
+            v
+        });
+        Ok(vectors.collect())
+    }
+
+    fn embed_candle(&self, model: &bert::BertModel, encodings: &[tokenizers::Encoding]) -> Result<Vec<Vec<f32>>> {
         let ids: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
         let mask: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_attention_mask().to_vec()).collect();
         let ids = Tensor::new(ids, &self.device)?;
