@@ -8,7 +8,8 @@
 //!   position ever attends to padding and no work is spent on it);
 //! - query, key and value are one matrix multiplication (their weights concatenated);
 //! - bias, GELU, residual and LayerNorm are fused into the pass after each multiplication;
-//! - the exponential and erf are polynomials the compiler vectorises.
+//! - the exponential and erf are polynomials the compiler vectorises; the softmax is
+//!   `quire_simd`'s, the decoder's (AVX-512 where the CPU has it).
 //!
 //! Dense layers go through `matmul` (an AVX-512 kernel where the CPU has it, else `gemm`,
 //! candle's own CPU kernel); attention's products through `gemm` on strided views, so it needs
@@ -244,81 +245,15 @@ fn normalize_rows(x: &mut [f32], residual: Option<&[f32]>, norm: &Norm, width: u
     });
 }
 
+/// The decoder's softmax (`quire_simd`), or its AVX-512 form where this process runs the
+/// AVX-512 kernels.
 fn softmax(row: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if crate::matmul::avx512() {
         // SAFETY: the CPU has AVX-512F.
-        return unsafe { wide::softmax(row) };
+        return unsafe { quire_simd::avx512::softmax(row) };
     }
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    {
-        // SAFETY: the build's baseline (x86-64-v3) has AVX2 and FMA.
-        return unsafe { narrow::softmax(row) };
-    }
-    #[allow(unreachable_code)]
-    softmax_portable(row);
-}
-
-/// The softmax 8 values per instruction, for CPUs without AVX-512: the same polynomial as
-/// `exp`, the power of two built in the exponent bits, the tail one value at a time.
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-mod narrow {
-    use std::arch::x86_64::*;
-
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn softmax(row: &mut [f32]) {
-        let whole = row.len() - row.len() % 8;
-        let p = row.as_mut_ptr();
-        let mut max = _mm256_set1_ps(f32::NEG_INFINITY);
-        for i in (0..whole).step_by(8) {
-            max = _mm256_max_ps(max, _mm256_loadu_ps(p.add(i)));
-        }
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), max);
-        let max = row[whole..].iter().chain(&lanes).copied().fold(f32::NEG_INFINITY, f32::max);
-        let wide_max = _mm256_set1_ps(max);
-        let mut sum = _mm256_setzero_ps();
-        for i in (0..whole).step_by(8) {
-            let y = exp(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), wide_max));
-            _mm256_storeu_ps(p.add(i), y);
-            sum = _mm256_add_ps(sum, y);
-        }
-        _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
-        let mut total: f32 = lanes.iter().sum();
-        for v in &mut row[whole..] {
-            *v = super::exp(*v - max);
-            total += *v;
-        }
-        let inv = 1.0 / total;
-        let wide_inv = _mm256_set1_ps(inv);
-        for i in (0..whole).step_by(8) {
-            _mm256_storeu_ps(p.add(i), _mm256_mul_ps(_mm256_loadu_ps(p.add(i)), wide_inv));
-        }
-        row[whole..].iter_mut().for_each(|v| *v *= inv);
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn exp(x: __m256) -> __m256 {
-        let x = _mm256_max_ps(x, _mm256_set1_ps(-87.0));
-        let n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E), _mm256_set1_ps(0.5)));
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
-        let r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.121_944_4e-4), r);
-        let mut p = _mm256_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1] {
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
-        }
-        let y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
-        let two_n = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)));
-        _mm256_mul_ps(y, _mm256_castsi256_ps(two_n))
-    }
-}
-
-fn softmax_portable(row: &mut [f32]) {
-    let max = lanes(row, f32::NEG_INFINITY, |v| v, f32::max);
-    row.iter_mut().for_each(|v| *v = exp(*v - max));
-    let inv = 1.0 / lanes(row, 0.0, |v| v, |a, b| a + b);
-    row.iter_mut().for_each(|v| *v *= inv);
+    quire_simd::softmax(row);
 }
 
 /// `map` of each value of `row`, folded with `fold` in 16 independent lanes, then across
@@ -335,66 +270,6 @@ fn lanes(row: &[f32], init: f32, map: impl Fn(f32) -> f32, fold: impl Fn(f32, f3
     }
     let rest = chunks.remainder().iter().fold(init, |a, &v| fold(a, map(v)));
     acc.into_iter().fold(rest, &fold)
-}
-
-/// The softmax 16 values per instruction: the same polynomial as `exp`, the power of two
-/// applied with `vscalefps`, the tail under a mask.
-#[cfg(target_arch = "x86_64")]
-mod wide {
-    use std::arch::x86_64::*;
-
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn softmax(row: &mut [f32]) {
-        let len = row.len();
-        let p = row.as_mut_ptr();
-        let tail = (len % 16) as u32;
-        let tail_mask: __mmask16 = ((1u32 << tail) - 1) as u16;
-        let whole = len - tail as usize;
-        let mut max = _mm512_set1_ps(f32::NEG_INFINITY);
-        for i in (0..whole).step_by(16) {
-            max = _mm512_max_ps(max, _mm512_loadu_ps(p.add(i)));
-        }
-        max = _mm512_max_ps(max, _mm512_mask_loadu_ps(_mm512_set1_ps(f32::NEG_INFINITY), tail_mask, p.add(whole)));
-        let max = _mm512_set1_ps(_mm512_reduce_max_ps(max));
-        let mut sum = _mm512_setzero_ps();
-        for i in (0..whole).step_by(16) {
-            let y = exp(_mm512_sub_ps(_mm512_loadu_ps(p.add(i)), max));
-            _mm512_storeu_ps(p.add(i), y);
-            sum = _mm512_add_ps(sum, y);
-        }
-        if tail > 0 {
-            let y = exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail_mask, p.add(whole)), max));
-            _mm512_mask_storeu_ps(p.add(whole), tail_mask, y);
-            sum = _mm512_mask_add_ps(sum, tail_mask, sum, y);
-        }
-        let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(sum));
-        for i in (0..whole).step_by(16) {
-            _mm512_storeu_ps(p.add(i), _mm512_mul_ps(_mm512_loadu_ps(p.add(i)), inv));
-        }
-        if tail > 0 {
-            let v = _mm512_maskz_loadu_ps(tail_mask, p.add(whole));
-            _mm512_mask_storeu_ps(p.add(whole), tail_mask, _mm512_mul_ps(v, inv));
-        }
-    }
-
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn exp(x: __m512) -> __m512 {
-        let x = _mm512_max_ps(x, _mm512_set1_ps(-87.0));
-        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(_mm512_fmadd_ps(
-            x,
-            _mm512_set1_ps(std::f32::consts::LOG2_E),
-            _mm512_set1_ps(0.5),
-        ));
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
-        let r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.121_944_4e-4), r);
-        let mut p = _mm512_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1] {
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-        }
-        let y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0));
-        _mm512_scalef_ps(y, n)
-    }
 }
 
 /// eˣ within an ulp or two (Cephes' expf polynomial), branch-free so loops over it vectorise.
@@ -450,29 +325,6 @@ mod tests {
             sum += term / (2.0 * n + 1.0);
         }
         sum * 2.0 / std::f64::consts::PI.sqrt()
-    }
-
-    #[test]
-    fn the_vector_softmaxes_equal_the_portable_one() {
-        for len in 1..70 {
-            let row: Vec<f32> = (0..len).map(|i| ((i * 7919 % 61) as f32 - 30.0) * 0.37).collect();
-            let mut portable = row.clone();
-            softmax_portable(&mut portable);
-            let mut chosen = row.clone();
-            softmax(&mut chosen);
-            let mut results = vec![chosen];
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            {
-                let mut narrow = row.clone();
-                unsafe { narrow::softmax(&mut narrow) };
-                results.push(narrow);
-            }
-            for result in results {
-                for (x, y) in result.iter().zip(&portable) {
-                    assert!((x - y).abs() <= 1e-6 * y.max(1e-3), "len {len}: {x} {y}");
-                }
-            }
-        }
     }
 
     #[test]

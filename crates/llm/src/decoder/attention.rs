@@ -5,8 +5,8 @@
 //! its batch (each call sees one token), so attention stays batch-invariant. On x86-64 the
 //! build baseline (x86-64-v3) has AVX2 and FMA. Keys are cached in blocks of 16 positions,
 //! dimension-major (`KEY_BLOCK`), so scores come 16 positions at a time, one per lane, with no
-//! horizontal sums, and several query heads share each load of a key block; the exponentials
-//! of the softmax are computed 8 at a time.
+//! horizontal sums, and several query heads share each load of a key block; the softmax is
+//! `quire_simd::softmax` (8 exponentials at a time).
 
 /// Positions per block of the key cache: within a block, dimension d of the 16 positions sits
 /// at `d * 16 .. d * 16 + 16`.
@@ -30,27 +30,6 @@ pub fn scores(queries: &[f32], keys: &[f32], hd: usize, scale: f32, scores: &mut
             let q = &queries[h * hd..(h + 1) * hd];
             let dot: f32 = (0..hd).map(|d| q[d] * block[d * KEY_BLOCK + p % KEY_BLOCK]).sum();
             scores[h * seen + p] = dot * scale;
-        }
-    }
-}
-
-/// `row` becomes its softmax.
-pub fn softmax(row: &mut [f32]) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    {
-        // SAFETY: the build targets AVX2 and FMA.
-        unsafe { avx2::softmax(row) }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
-    {
-        let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0f32;
-        for s in row.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s;
-        }
-        for s in row.iter_mut() {
-            *s /= sum;
         }
     }
 }
@@ -80,21 +59,12 @@ pub fn weighted_values(weights: &[f32], values: &[f32], hd: usize, out: &mut [f3
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub(super) use avx2::hsum;
+pub(super) use quire_simd::avx2::hsum;
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx2 {
     use super::KEY_BLOCK;
     use std::arch::x86_64::*;
-
-    /// The sum of a vector's eight floats, in a fixed order (the Q4_K kernels use it too).
-    #[inline(always)]
-    pub unsafe fn hsum(x: __m256) -> f32 {
-        let r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-        let r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-        let r = _mm_add_ss(r, _mm_movehdup_ps(r));
-        _mm_cvtss_f32(r)
-    }
 
     pub unsafe fn scores(q: &[f32], keys: &[f32], hd: usize, group: usize, seen: usize, scale: f32, out: &mut [f32]) {
         // Up to 6 heads per pass over a block: 12 accumulators, 2 key vectors, 1 broadcast.
@@ -115,7 +85,14 @@ mod avx2 {
     /// Scores of `N` heads: per block, per dimension, the 16 positions' values against each
     /// head's broadcast query value.
     #[inline(always)]
-    unsafe fn heads_scores<const N: usize>(q: &[f32], keys: &[f32], hd: usize, seen: usize, scale: f32, out: &mut [f32]) {
+    unsafe fn heads_scores<const N: usize>(
+        q: &[f32],
+        keys: &[f32],
+        hd: usize,
+        seen: usize,
+        scale: f32,
+        out: &mut [f32],
+    ) {
         let scale = _mm256_set1_ps(scale);
         for block in 0..seen.div_ceil(KEY_BLOCK) {
             let k = keys.as_ptr().add(block * KEY_BLOCK * hd);
@@ -137,63 +114,6 @@ mod avx2 {
                 _mm256_storeu_ps(lanes.as_mut_ptr().add(8), _mm256_mul_ps(a[1], scale));
                 out[h * seen + from..h * seen + from + here].copy_from_slice(&lanes[..here]);
             }
-        }
-    }
-
-    /// `e^x` for each lane, x ≤ 0 (the softmax subtracts the maximum): Cephes' expf, 2^n by
-    /// the exponent bits and a degree-5 polynomial on the rest (within 2 ulp); below -87 it
-    /// gives e^-87 (the weight vanishes against the maximum's 1 either way).
-    #[inline(always)]
-    unsafe fn exp(x: __m256) -> __m256 {
-        let x = _mm256_max_ps(x, _mm256_set1_ps(-87.0));
-        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
-            x,
-            _mm256_set1_ps(std::f32::consts::LOG2_E),
-        ));
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
-        let mut y = _mm256_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
-            y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
-        }
-        let y = _mm256_add_ps(_mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
-        let two_n = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)));
-        _mm256_mul_ps(y, _mm256_castsi256_ps(two_n))
-    }
-
-    pub unsafe fn softmax(row: &mut [f32]) {
-        let n = row.len();
-        let whole = n / 8 * 8;
-        let p = row.as_mut_ptr();
-        // The tail as a ninth vector, its missing lanes at -inf (max) and masked out (sum).
-        let mut tail = [f32::NEG_INFINITY; 8];
-        tail[..n - whole].copy_from_slice(&row[whole..]);
-        let mut max = _mm256_loadu_ps(tail.as_ptr());
-        for c in (0..whole).step_by(8) {
-            max = _mm256_max_ps(max, _mm256_loadu_ps(p.add(c)));
-        }
-        let m = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps::<1>(max));
-        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        let m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        let max = _mm256_broadcastss_ps(m);
-        let mut sum = _mm256_setzero_ps();
-        for c in (0..whole).step_by(8) {
-            let e = exp(_mm256_sub_ps(_mm256_loadu_ps(p.add(c)), max));
-            _mm256_storeu_ps(p.add(c), e);
-            sum = _mm256_add_ps(sum, e);
-        }
-        let valid: [i32; 8] = std::array::from_fn(|i| if i < n - whole { -1 } else { 0 });
-        let mask = _mm256_loadu_si256(valid.as_ptr() as *const __m256i);
-        let e = _mm256_and_ps(exp(_mm256_sub_ps(_mm256_loadu_ps(tail.as_ptr()), max)), _mm256_castsi256_ps(mask));
-        sum = _mm256_add_ps(sum, e);
-        _mm256_storeu_ps(tail.as_mut_ptr(), e);
-        row[whole..].copy_from_slice(&tail[..n - whole]);
-        let inverse = 1.0 / hsum(sum);
-        for c in (0..whole).step_by(8) {
-            _mm256_storeu_ps(p.add(c), _mm256_mul_ps(_mm256_loadu_ps(p.add(c)), _mm256_set1_ps(inverse)));
-        }
-        for v in &mut row[whole..] {
-            *v *= inverse;
         }
     }
 
@@ -295,23 +215,6 @@ mod tests {
                     let want: f64 = (0..seen).map(|p| w[h * seen + p] as f64 * v[p * hd + d] as f64).sum();
                     assert!((out[h * hd + d] as f64 - want).abs() < 1e-3, "hd {hd} h {h} d {d}");
                 }
-            }
-        }
-    }
-
-    /// Against exp in f64, for lengths with and without a tail and scores far below the
-    /// maximum (whose weights vanish).
-    #[test]
-    fn softmax_matches_the_f64_formula() {
-        for n in [1, 5, 8, 37, 300] {
-            let row: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 3.0 - if i % 11 == 0 { 200.0 } else { 0.0 }).collect();
-            let mut got = row.clone();
-            softmax(&mut got);
-            let max = row.iter().cloned().fold(f64::NEG_INFINITY, |a, b| a.max(b as f64));
-            let total: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
-            for (i, (&g, &x)) in got.iter().zip(&row).enumerate() {
-                let want = (x as f64 - max).exp() / total;
-                assert!((g as f64 - want).abs() <= 4e-6 * want.max(1e-30) + 1e-37, "n {n} i {i}: {g} vs {want}");
             }
         }
     }

@@ -377,7 +377,7 @@ impl Transformer {
             let blocks = seen.next_multiple_of(KEY_BLOCK) * hd;
             attention::scores(queries, &keys[base..base + blocks], hd, scale, &mut scores);
             for row in scores.chunks_mut(seen) {
-                attention::softmax(row);
+                quire_simd::softmax(row);
             }
             attention::weighted_values(&scores, &values[base..base + seen * hd], hd, o);
         });
