@@ -165,10 +165,7 @@ impl BertModel {
             let v = split(layer.value.forward(&x)?)?;
             let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&bias)?;
             let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-            let ctx = probs
-                .matmul(&v)?
-                .transpose(1, 2)?
-                .reshape((batch, seq, self.heads * self.head_dim))?;
+            let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((batch, seq, self.heads * self.head_dim))?;
             let x1 = layer.attn_norm.forward(&(layer.attn_out.forward(&ctx)? + &x)?)?;
             let ff = layer.intermediate.forward(&x1)?.gelu_erf()?;
             x = layer.out_norm.forward(&(layer.output.forward(&ff)? + &x1)?)?;

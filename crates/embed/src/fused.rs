@@ -11,8 +11,8 @@
 //! - the exponential and erf are polynomials the compiler vectorises; the softmax is
 //!   `quire_simd`'s, the decoder's (AVX-512 where the CPU has it).
 //!
-//! Dense layers go through `matmul` (an AVX-512 kernel where the CPU has it, else `gemm`,
-//! candle's own CPU kernel); attention's products through `gemm` on strided views, so it needs
+//! Dense layers go through `matmul` (8-bit integers on AVX-512 VNNI by default, else an
+//! AVX-512 f32 kernel where the CPU has it, else `gemm`, candle's own CPU kernel); attention's products through `gemm` on strided views, so it needs
 //! no transposes or copies.
 
 use anyhow::Result;
@@ -54,7 +54,7 @@ fn values(t: &Tensor) -> Result<Vec<f32>> {
     Ok(t.flatten_all()?.to_vec1::<f32>()?)
 }
 
-fn dense(linears: &[&candle_nn::Linear]) -> Result<Dense> {
+fn dense(linears: &[&candle_nn::Linear], int8: bool) -> Result<Dense> {
     let (mut weight, mut bias, mut outputs, mut inputs) = (Vec::new(), Vec::new(), 0, 0);
     for l in linears {
         let (o, i) = l.weight().dims2()?;
@@ -66,7 +66,7 @@ fn dense(linears: &[&candle_nn::Linear]) -> Result<Dense> {
         outputs += o;
         inputs = i;
     }
-    Ok(Dense::new(weight, bias, outputs, inputs))
+    Ok(Dense::new(weight, bias, outputs, inputs, int8))
 }
 
 fn norm(n: &candle_nn::LayerNorm) -> Result<Norm> {
@@ -79,16 +79,18 @@ fn norm(n: &candle_nn::LayerNorm) -> Result<Norm> {
 }
 
 impl FusedBert {
-    pub fn from_model(model: &BertModel) -> Result<FusedBert> {
+    /// The model's weights laid out for this pass; its dense layers in 8-bit integers where
+    /// `int8` asks for it and the CPU runs that kernel (`int8::available`).
+    pub fn from_model(model: &BertModel, int8: bool) -> Result<FusedBert> {
         let parts = model.parts();
         let mut layers = Vec::new();
         for l in parts.layers {
             layers.push(Layer {
-                qkv: dense(&[l.query, l.key, l.value])?,
-                attn_out: dense(&[l.attn_out])?,
+                qkv: dense(&[l.query, l.key, l.value], int8)?,
+                attn_out: dense(&[l.attn_out], int8)?,
                 attn_norm: norm(l.attn_norm)?,
-                intermediate: dense(&[l.intermediate])?,
-                output: dense(&[l.output])?,
+                intermediate: dense(&[l.intermediate], int8)?,
+                output: dense(&[l.output], int8)?,
                 out_norm: norm(l.out_norm)?,
             });
         }
@@ -106,8 +108,9 @@ impl FusedBert {
         })
     }
 
-    /// The last hidden state of each sequence: `sequences[i].len()` rows of `hidden` values.
-    pub fn forward(&self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
+    /// The last hidden state of each sequence: `sequences[i].len()` rows of `hidden` values;
+    /// in f32 throughout where `exact` asks for it, even if the layers have int8 weights.
+    pub fn forward(&self, sequences: &[&[u32]], exact: bool) -> Result<Vec<Vec<f32>>> {
         let h = self.hidden;
         let max_position = self.position.len() / h;
         let mut starts = Vec::with_capacity(sequences.len() + 1);
@@ -141,14 +144,14 @@ impl FusedBert {
         let mut inner = Vec::new();
         let mut out = vec![0f32; rows * h];
         for layer in &self.layers {
-            layer.qkv.forward(&x, rows, &mut qkv);
+            layer.qkv.forward(&x, rows, &mut qkv, exact);
             self.attention(&qkv, &starts, &mut context);
-            layer.attn_out.forward(&context, rows, &mut attended);
+            layer.attn_out.forward(&context, rows, &mut attended, exact);
             normalize_rows(&mut attended, Some(&x), &layer.attn_norm, h);
             inner.resize(rows * layer.intermediate.outputs, 0.0);
-            layer.intermediate.forward(&attended, rows, &mut inner);
+            layer.intermediate.forward(&attended, rows, &mut inner, exact);
             inner.par_chunks_mut(4096).for_each(|c| c.iter_mut().for_each(|v| *v = gelu(*v)));
-            layer.output.forward(&inner, rows, &mut out);
+            layer.output.forward(&inner, rows, &mut out, exact);
             normalize_rows(&mut out, Some(&attended), &layer.out_norm, h);
             std::mem::swap(&mut x, &mut out);
         }

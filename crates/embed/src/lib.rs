@@ -5,6 +5,7 @@
 
 mod bert;
 mod fused;
+mod int8;
 mod matmul;
 
 use std::path::PathBuf;
@@ -26,26 +27,40 @@ pub enum Pooling {
 /// The query instruction bge-*-en-v1.5 models were trained with (not applied to passages).
 pub const BGE_QUERY_INSTRUCTION: &str = "Represent this sentence for searching relevant passages: ";
 
-/// Which forward pass embeds: Quire's fused one (the default) or candle's tensor graph, kept
-/// as the reference the fused pass is measured against (`QUIRE_EMBEDDER=candle`).
+/// Which forward pass embeds: Quire's fused one with its dense layers in 8-bit integers (the
+/// default; where the CPU has no AVX-512 VNNI it runs in f32, as `Fused`), the fused one in
+/// f32 (`QUIRE_EMBEDDER=f32`), or candle's tensor graph, kept as the reference both are
+/// measured against (`QUIRE_EMBEDDER=candle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForwardPass {
+    FusedInt8,
     Fused,
     Candle,
 }
 
 impl ForwardPass {
-    /// The path `QUIRE_EMBEDDER` asks for (`candle` or `fused`), else the fused one.
+    /// The path `QUIRE_EMBEDDER` asks for (`candle`, `f32` or `int8`), else the int8 one.
     pub fn from_env() -> ForwardPass {
         match std::env::var("QUIRE_EMBEDDER").as_deref() {
             Ok("candle") => ForwardPass::Candle,
-            _ => ForwardPass::Fused,
+            Ok("f32") => ForwardPass::Fused,
+            _ => ForwardPass::FusedInt8,
         }
+    }
+
+    /// Whether this CPU runs `FusedInt8` in integers (else it runs as `Fused`).
+    pub fn int8_available() -> bool {
+        int8::available()
     }
 }
 
+/// Sequences shorter than this many tokens run in f32 on the int8 pass too: with few tokens to
+/// average over, int8's error shows (a one-word passage came to cosine 0.9989 to its f32
+/// vector, full-size chunks to 0.9991-0.9999), and they cost little. Queries are among them.
+const EXACT_BELOW_TOKENS: usize = 64;
+
 enum Forward {
-    Fused(fused::FusedBert),
+    Fused(fused::FusedBert, ForwardPass),
     Candle(bert::BertModel),
 }
 
@@ -86,10 +101,9 @@ impl Embedder {
             Ok(p)
         };
         let config_text = std::fs::read_to_string(file("config.json")?)?;
-        let config: BertConfig =
-            serde_json::from_str(&config_text).context("config.json is not a BERT config")?;
-        let family_hint = format!("{} {}", dir.display(), config.name_or_path.as_deref().unwrap_or(""))
-            .to_ascii_lowercase();
+        let config: BertConfig = serde_json::from_str(&config_text).context("config.json is not a BERT config")?;
+        let family_hint =
+            format!("{} {}", dir.display(), config.name_or_path.as_deref().unwrap_or("")).to_ascii_lowercase();
         let is_bge = family_hint.contains("bge");
         let pooling = match std::fs::read_to_string(dir.join("1_Pooling/config.json")) {
             Ok(text) => {
@@ -120,17 +134,28 @@ impl Embedder {
         let device = Device::Cpu;
         let model = bert::BertModel::load(&file("model.safetensors")?, &config, &device)?;
         let forward = match pass {
-            ForwardPass::Fused => Forward::Fused(fused::FusedBert::from_model(&model)?),
+            ForwardPass::FusedInt8 | ForwardPass::Fused => {
+                Forward::Fused(fused::FusedBert::from_model(&model, pass == ForwardPass::FusedInt8)?, pass)
+            }
             ForwardPass::Candle => Forward::Candle(model),
         };
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Embedder { dim: config.hidden_size, forward, tokenizer, pooling, query_prefix: query_prefix.into(), max_tokens, device, name })
+        Ok(Embedder {
+            dim: config.hidden_size,
+            forward,
+            tokenizer,
+            pooling,
+            query_prefix: query_prefix.into(),
+            max_tokens,
+            device,
+            name,
+        })
     }
 
     /// The forward pass this embedder runs.
     pub fn forward_pass(&self) -> ForwardPass {
         match self.forward {
-            Forward::Fused(_) => ForwardPass::Fused,
+            Forward::Fused(_, pass) => pass,
             Forward::Candle(_) => ForwardPass::Candle,
         }
     }
@@ -179,12 +204,10 @@ impl Embedder {
     }
 
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| anyhow::anyhow!("tokenizer failed: {e}"))?;
+        let encodings =
+            self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| anyhow::anyhow!("tokenizer failed: {e}"))?;
         match &self.forward {
-            Forward::Fused(fused) => self.embed_fused(fused, &encodings),
+            Forward::Fused(fused, _) => self.embed_fused(fused, &encodings),
             Forward::Candle(model) => self.embed_candle(model, &encodings),
         }
     }
@@ -195,8 +218,22 @@ impl Embedder {
             .iter()
             .map(|e| &e.get_ids()[..e.get_attention_mask().iter().filter(|&&m| m != 0).count()])
             .collect();
+        // Short sequences (queries among them) in f32, the others as the pass says: each
+        // sequence's vector still depends only on itself.
+        let (short, long): (Vec<usize>, Vec<usize>) =
+            (0..sequences.len()).partition(|&i| sequences[i].len() < EXACT_BELOW_TOKENS);
+        let mut hidden = vec![Vec::new(); sequences.len()];
+        for (group, exact) in [(short, true), (long, false)] {
+            if group.is_empty() {
+                continue;
+            }
+            let seqs: Vec<&[u32]> = group.iter().map(|&i| sequences[i]).collect();
+            for (i, rows) in group.into_iter().zip(fused.forward(&seqs, exact)?) {
+                hidden[i] = rows;
+            }
+        }
         let dim = self.dim;
-        let vectors = fused.forward(&sequences)?.into_iter().map(|rows| {
+        let vectors = hidden.into_iter().map(|rows| {
             let mut v: Vec<f32> = match self.pooling {
                 Pooling::Cls => rows[..dim].to_vec(),
                 Pooling::Mean => {

@@ -1,10 +1,13 @@
 //! `out = input · weightᵀ + bias` for the encoder's dense layers, with the kernel picked at run
 //! time: on CPUs with AVX-512, tiles of 6 rows × 32 outputs (12 accumulators of 16 lanes, the
 //! weights packed once at load so each step reads 32 outputs' weights contiguously); elsewhere
-//! `gemm` (candle's CPU kernel, which reaches only AVX2/FMA in a stable build).
+//! `gemm` (candle's CPU kernel, which reaches only AVX2/FMA in a stable build). Where asked
+//! for and the CPU has AVX-512 VNNI, the layer runs in 8-bit integers instead (`int8`).
 
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
+
+use crate::int8::Int8Weights;
 
 /// Outputs per packed panel (two 16-lane registers).
 const PANEL: usize = 32;
@@ -20,29 +23,45 @@ pub struct Dense {
     /// The weights in panels of `PANEL` outputs, input-major inside a panel; only where the
     /// AVX-512 kernel runs.
     packed: Option<Vec<f32>>,
+    /// The weights in 8-bit integers; where asked for and the CPU runs the int8 kernel.
+    int8: Option<Int8Weights>,
     pub bias: Vec<f32>,
     pub outputs: usize,
     pub inputs: usize,
 }
 
 impl Dense {
-    pub fn new(weight: Vec<f32>, bias: Vec<f32>, outputs: usize, inputs: usize) -> Dense {
-        Dense::with_kernel(weight, bias, outputs, inputs, avx512())
+    /// A layer from row-major `[out][in]` weights; in 8-bit integers where `int8` asks for it
+    /// and this CPU and the layer's shape allow it, else in f32.
+    pub fn new(weight: Vec<f32>, bias: Vec<f32>, outputs: usize, inputs: usize, int8: bool) -> Dense {
+        let int8 = if int8 { Int8Weights::new(&weight, outputs, inputs) } else { None };
+        Dense::with_kernel(weight, bias, outputs, inputs, avx512() && int8.is_none(), int8)
     }
 
-    fn with_kernel(weight: Vec<f32>, bias: Vec<f32>, outputs: usize, inputs: usize, wide: bool) -> Dense {
+    fn with_kernel(
+        weight: Vec<f32>,
+        bias: Vec<f32>,
+        outputs: usize,
+        inputs: usize,
+        wide: bool,
+        int8: Option<Int8Weights>,
+    ) -> Dense {
         let packed = (wide && outputs % PANEL == 0).then(|| {
             let mut packed = Vec::new();
             pack(outputs, inputs, |o, i| weight[o * inputs + i], &mut packed);
             packed
         });
-        Dense { weight, packed, bias, outputs, inputs }
+        Dense { weight, packed, int8, bias, outputs, inputs }
     }
 
-    /// `out[r] = input[r] · weightᵀ + bias` for `rows` rows, the work split over the thread pool.
-    pub fn forward(&self, input: &[f32], rows: usize, out: &mut [f32]) {
+    /// `out[r] = input[r] · weightᵀ + bias` for `rows` rows, the work split over the thread pool;
+    /// in f32 where `exact` asks for it even if the layer has int8 weights.
+    pub fn forward(&self, input: &[f32], rows: usize, out: &mut [f32], exact: bool) {
         let (n, k) = (self.outputs, self.inputs);
         assert!(input.len() >= rows * k && out.len() >= rows * n);
+        if let Some(int8) = self.int8.as_ref().filter(|_| !exact) {
+            return int8.forward(input, rows, &self.bias, out);
+        }
         #[cfg(target_arch = "x86_64")]
         if let Some(packed) = &self.packed {
             input[..rows * k].par_chunks(TASK_ROWS * k).zip(out[..rows * n].par_chunks_mut(TASK_ROWS * n)).for_each(
@@ -231,10 +250,10 @@ mod tests {
         };
         let kernels = if avx512() { vec![false, true] } else { vec![false] };
         for wide in kernels {
-            let layer = Dense::with_kernel(weight.clone(), bias.clone(), n, k, wide);
+            let layer = Dense::with_kernel(weight.clone(), bias.clone(), n, k, wide, None);
             assert_eq!(layer.packed.is_some(), wide);
             let mut out = vec![0f32; rows * n];
-            layer.forward(&input, rows, &mut out);
+            layer.forward(&input, rows, &mut out, false);
             for r in 0..rows {
                 for o in 0..n {
                     assert!((out[r * n + o] as f64 - exact(r, o)).abs() < 2e-4, "wide {wide}: row {r} output {o}");

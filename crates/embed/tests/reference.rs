@@ -69,3 +69,35 @@ fn the_fused_pass_gives_candles_vectors() {
     let q = "which program runs a rigorous search";
     assert!(cosine(&fused.embed_query(q).unwrap(), &candle.embed_query(q).unwrap()) >= 0.99999);
 }
+
+#[test]
+fn the_int8_pass_stays_within_the_tolerance_of_the_f32_one() {
+    let model = quire_testkit::model(&quire_models::MINILM);
+    let int8 = Embedder::load_with(&model, ForwardPass::FusedInt8).unwrap();
+    let exact = Embedder::load_with(&model, ForwardPass::Fused).unwrap();
+    assert_eq!(int8.forward_pass(), ForwardPass::FusedInt8);
+    let long = "Smith-Waterman searches with ssearch36 are slower than fasta36 but rigorous. ".repeat(60);
+    let paragraph = "The expectation value E() of a match is the number of scores as high expected by chance \
+        in a search of a database of this size. Searches with fasta36 report it for every alignment, \
+        and the statistical estimates come from the distribution of the unrelated scores. "
+        .repeat(2);
+    let texts = ["short", "medium length text about protein databases", paragraph.as_str(), long.as_str()];
+    let (a, b) = (int8.embed_passages(&texts).unwrap(), exact.embed_passages(&texts).unwrap());
+    for ((t, x), y) in texts.iter().zip(&a).zip(&b) {
+        let c = cosine(x, y);
+        let tokens = int8.tokenizer().encode(*t, true).unwrap().len();
+        let shown = &t[..t.len().min(30)];
+        if tokens < 64 {
+            // Short passages (and queries) run in f32 on either pass.
+            assert!(c >= 0.99999, "{shown} ({tokens} tokens): cosine {c}");
+        } else {
+            assert!(c >= 0.999, "{shown} ({tokens} tokens): cosine {c}");
+            if ForwardPass::int8_available() {
+                // The integer kernel ran: the vectors are close, not the same.
+                assert!(c < 0.999_999, "{shown}: int8 gave the f32 vector ({c})");
+            }
+        }
+    }
+    let q = "which program runs a rigorous search";
+    assert!(cosine(&int8.embed_query(q).unwrap(), &exact.embed_query(q).unwrap()) >= 0.99999);
+}
