@@ -107,6 +107,8 @@ impl AppState {
             loader: Some(quire_engine::Isolation::current_exe()?),
             keys: self.key_access(),
             follow_links: false,
+        embedder_pass: quire_engine::ForwardPass::from_env(),
+        read_ahead: true,
         })
     }
 

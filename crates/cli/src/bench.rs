@@ -56,6 +56,10 @@ enum BenchCommand {
         /// Take only the first N documents of a BEIR corpus.
         #[arg(long)]
         max_docs: Option<usize>,
+        /// Then ingest the same files again the way Quire did before (candle's tensor graph
+        /// for the embedder, one file after the other) and print both times side by side.
+        #[arg(long)]
+        before: bool,
     },
     /// Plain and speculative decoding side by side on RAG answers and free-form chat: tokens/s,
     /// ratio, tokens per target step, acceptance per draft source, identical greedy text.
@@ -70,7 +74,9 @@ enum BenchCommand {
 
 pub async fn run(args: BenchArgs) -> Result<()> {
     match args.what {
-        Some(BenchCommand::Ingest { corpus, max_docs }) => return bench_ingest(&corpus, max_docs).await,
+        Some(BenchCommand::Ingest { corpus, max_docs, before }) => {
+            return bench_ingest(&corpus, max_docs, before).await
+        }
         Some(BenchCommand::Speculative(args)) => return crate::speculative::run(args).await,
         Some(BenchCommand::Ttft(args)) => return crate::ttft::run(args).await,
         Some(BenchCommand::Embed(args)) => return crate::embed_bench::run(args),
@@ -108,7 +114,9 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     let base = embedder.embed_passages(&texts)?;
     let dir = tempfile_dir()?;
     // Sealed under a throwaway key: the figures include encryption, as in real use.
-    let kb = KnowledgeBase::open(&dir, embedder.dim(), quire_index::Protection::sealed(&quire_index::DataKey::random())).await?;
+    let kb =
+        KnowledgeBase::open(&dir, embedder.dim(), quire_index::Protection::sealed(&quire_index::DataKey::random()))
+            .await?;
     let mut rng = Lcg(42);
     // Documents of 8 chunks written in batches of 1,024 chunks, as the ingestion writes them.
     let per_doc = 8;
@@ -126,7 +134,17 @@ pub async fn run(args: BenchArgs) -> Result<()> {
                 let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
                 v.iter_mut().for_each(|x| *x /= norm);
                 let c = &chunks[j].1;
-                ChunkRecord { doc_id: doc_id.clone(), hash: format!("bench{i}"), seq: (i % per_doc) as u32, page: c.page, start: c.start as u64, end: c.end as u64, tokens: c.tokens as u32, text: c.text.clone(), vector: v }
+                ChunkRecord {
+                    doc_id: doc_id.clone(),
+                    hash: format!("bench{i}"),
+                    seq: (i % per_doc) as u32,
+                    page: c.page,
+                    start: c.start as u64,
+                    end: c.end as u64,
+                    tokens: c.tokens as u32,
+                    text: c.text.clone(),
+                    vector: v,
+                }
             })
             .collect();
         let record = DocumentRecord {
@@ -217,7 +235,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>) -> Result<()> {
+async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>, before: bool) -> Result<()> {
     println!("machine: {} cores, {}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), cpu_name());
     let work = tempfile::tempdir().context("cannot make a temporary folder")?;
     let folder = if corpus.join("corpus.jsonl").is_file() {
@@ -235,12 +253,65 @@ async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>) -> Resu
     config.data_dir = work.path().join("index");
     config.keys = quire_engine::KeyAccess::ephemeral();
     let data_dir = config.data_dir.clone();
+    let (engine, now) = ingest_timed(&folder, config.clone(), "now").await?;
+    // Search on the real vectors: the corpus's own queries when it is a BEIR folder.
+    let queries: Vec<String> = match quire_eval::Dataset::load(corpus, "test") {
+        Ok(d) => d.queries.into_iter().map(|(_, q)| q).take(200).collect(),
+        Err(_) => engine
+            .search("the", quire_engine::SearchMode::Bm25, 200)
+            .await?
+            .iter()
+            .map(|h| h.text.split_whitespace().take(8).collect::<Vec<_>>().join(" "))
+            .collect(),
+    };
+    let qvecs: Vec<Vec<f32>> = queries.iter().map(|q| engine.embedder().embed_query(q)).collect::<Result<_>>()?;
+    println!("search over {} real chunks:", engine.knowledge_base().chunk_count().await?);
+    search_figures(engine.knowledge_base(), &queries, &qvecs).await?;
+    let size = quire_engine::memory::folder_bytes(&data_dir);
+    engine.optimize(Duration::ZERO).await?;
+    println!(
+        "data folder: {:.1} MB after the ingestion, {:.1} MB after `quire optimize`",
+        size as f64 / 1e6,
+        quire_engine::memory::folder_bytes(&data_dir) as f64 / 1e6
+    );
+    drop(engine);
+    if before {
+        config.data_dir = work.path().join("index-before");
+        config.embedder_pass = quire_engine::ForwardPass::Candle;
+        config.read_ahead = false;
+        let (_, then) = ingest_timed(&folder, config, "before").await?;
+        println!("the same files, the same run:");
+        for (label, r) in [("before (candle graph, one file after another)", &then), ("now", &now)] {
+            println!(
+                "  {label:<46} {:>8.1} s  {:>6.2} chunks/s  embedding {:.1}% of the time",
+                r.timings.total_s,
+                r.embedded() as f64 / r.timings.total_s,
+                100.0 * r.timings.embedding_s / r.timings.total_s.max(1e-9)
+            );
+        }
+        println!("  now / before: {:.2}x faster", then.timings.total_s / now.timings.total_s.max(1e-9));
+    }
+    Ok(())
+}
+
+/// One ingestion of `folder` into `config`'s data folder, with progress lines and the time split.
+async fn ingest_timed(
+    folder: &std::path::Path,
+    config: quire_engine::EngineConfig,
+    label: &str,
+) -> Result<(quire_engine::Engine, quire_engine::IngestReport)> {
+    let pass = config.embedder_pass;
     let engine = quire_engine::Engine::open(config).await?;
     let rss = || quire_engine::memory::MemoryReading::now().process_rss_bytes as f64 / 1e6;
-    println!("resident memory with the embedder loaded: {:.0} MB", rss());
+    println!(
+        "{label}: embedder {:?}, resident memory with it loaded: {:.0} MB",
+        engine.embedder().forward_pass(),
+        rss()
+    );
+    debug_assert_eq!(engine.embedder().forward_pass(), pass);
     let mut next_report = 0.0;
     let report = engine
-        .ingest(&[folder], &mut |e| {
+        .ingest(&[folder.to_path_buf()], &mut |e| {
             if let quire_engine::Event::IngestProgress { files_done, files_total, chunks_embedded, chunks_per_s, .. } = e {
                 let share = files_done as f64 / files_total.max(1) as f64;
                 if share >= next_report {
@@ -267,7 +338,7 @@ async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>) -> Resu
         report.failed().len()
     );
     println!(
-        "time: embedding {:.1}%, reading {:.1}%, chunking {:.1}%, storing {:.1}%, indexing and compaction {:.1}%, other {:.1}%",
+        "time: embedding {:.1}%, waiting for reading {:.1}% and chunking {:.1}%, storing {:.1}%, indexing and compaction {:.1}%, other {:.1}%",
         share(t.embedding_s),
         share(t.reading_s),
         share(t.chunking_s),
@@ -276,27 +347,7 @@ async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>) -> Resu
         100.0 - share(t.embedding_s + t.reading_s + t.chunking_s + t.storing_s + t.indexing_s)
     );
     println!("peak RSS: {:.0} MB", quire_engine::memory::peak_rss_bytes().unwrap_or(0) as f64 / 1e6);
-    // Search on the real vectors: the corpus's own queries when it is a BEIR folder.
-    let queries: Vec<String> = match quire_eval::Dataset::load(corpus, "test") {
-        Ok(d) => d.queries.into_iter().map(|(_, q)| q).take(200).collect(),
-        Err(_) => engine
-            .search("the", quire_engine::SearchMode::Bm25, 200)
-            .await?
-            .iter()
-            .map(|h| h.text.split_whitespace().take(8).collect::<Vec<_>>().join(" "))
-            .collect(),
-    };
-    let qvecs: Vec<Vec<f32>> = queries.iter().map(|q| engine.embedder().embed_query(q)).collect::<Result<_>>()?;
-    println!("search over {} real chunks:", engine.knowledge_base().chunk_count().await?);
-    search_figures(engine.knowledge_base(), &queries, &qvecs).await?;
-    let before = quire_engine::memory::folder_bytes(&data_dir);
-    engine.optimize(Duration::ZERO).await?;
-    println!(
-        "data folder: {:.1} MB after the ingestion, {:.1} MB after `quire optimize`",
-        before as f64 / 1e6,
-        quire_engine::memory::folder_bytes(&data_dir) as f64 / 1e6
-    );
-    Ok(())
+    Ok((engine, report))
 }
 
 /// Search latency (p50/p99, top 10) in every mode, and the ANN index's recall@10 against an exact
@@ -304,7 +355,12 @@ async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>) -> Resu
 async fn search_figures(kb: &KnowledgeBase, queries: &[String], qvecs: &[Vec<f32>]) -> Result<()> {
     let mut recall_hits = 0usize;
     let mut recall_total = 0usize;
-    for (label, mode) in [("dense exact", None), ("dense hnsw", Some(SearchMode::Dense)), ("bm25", Some(SearchMode::Bm25)), ("hybrid", Some(SearchMode::Hybrid))] {
+    for (label, mode) in [
+        ("dense exact", None),
+        ("dense hnsw", Some(SearchMode::Dense)),
+        ("bm25", Some(SearchMode::Bm25)),
+        ("hybrid", Some(SearchMode::Hybrid)),
+    ] {
         let mut times = Vec::with_capacity(queries.len());
         for (q, v) in queries.iter().zip(qvecs) {
             let t = Instant::now();
@@ -375,10 +431,7 @@ pub(crate) fn sample_chunks(docs: &std::path::Path, chunker: &Chunker) -> Result
 
 pub(crate) fn default_docs() -> Result<PathBuf> {
     let candidates = [PathBuf::from("../shared/sample-docs"), PathBuf::from("shared/sample-docs")];
-    candidates
-        .into_iter()
-        .find(|p| p.is_dir())
-        .context("no sample documents found: pass --docs <folder>")
+    candidates.into_iter().find(|p| p.is_dir()).context("no sample documents found: pass --docs <folder>")
 }
 
 fn tempfile_dir() -> Result<PathBuf> {
@@ -401,7 +454,11 @@ fn ms(d: Duration) -> f64 {
 pub(crate) fn cpu_name() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into())
 }
 

@@ -1,5 +1,6 @@
 //! Ingestion: find the files, queue them on disk, then for each one hash → load → chunk →
-//! embed → store. A file that fails is reported with its reason and the others go on; a file
+//! embed → store, the next file read, parsed and chunked on a blocking thread while this one
+//! is embedded. A file that fails is reported with its reason and the others go on; a file
 //! whose bytes have not changed since it was stored is skipped before it is parsed; a chunk whose
 //! text is already stored (in any document: a renamed file, an edited one) keeps its vector.
 //! Finished files are written to the knowledge base in batches (a few writes per batch, not per
@@ -14,6 +15,7 @@ use serde::Serialize;
 use ts_rs::TS;
 
 use quire_index::{ChunkRecord, DocumentRecord};
+use quire_ingest::isolate::Isolation;
 use quire_ingest::{Chunker, LoadError, LoadedDocument};
 
 use crate::jobs::JobState;
@@ -65,13 +67,17 @@ pub enum FileOutcome {
     Unchanged,
     /// The file is gone from disk (deleted, or moved out of the folder): its document was removed.
     Removed,
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
 }
 
 /// Where an ingestion's time went, for benchmarks (seconds of wall time in each stage).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct IngestTimings {
     pub total_s: f64,
+    /// Reading and chunking: the time the run waited for them. A file read ahead while the
+    /// one before it was embedded (`EngineConfig::read_ahead`) may cost no wait at all.
     pub reading_s: f64,
     pub chunking_s: f64,
     pub embedding_s: f64,
@@ -135,9 +141,7 @@ impl IngestReport {
 
 /// The absolute, link-free path a document is known by (absolute only, for a file that is gone).
 pub(crate) fn canonical(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path)
-        .or_else(|_| std::path::absolute(path))
-        .unwrap_or_else(|_| path.to_path_buf())
+    std::fs::canonicalize(path).or_else(|_| std::path::absolute(path)).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// A document's id: derived from its absolute path (a keyed fingerprint), so re-ingesting the
@@ -212,7 +216,10 @@ fn walk(dir: &Path, root: &Path, follow_links: bool, files: &mut Vec<PathBuf>, e
         if !follow_links && !target.starts_with(root) {
             errors.push((
                 path,
-                format!("a link to {}, outside the folder; not followed (`quire ingest --follow-links` follows such links)", target.display()),
+                format!(
+                    "a link to {}, outside the folder; not followed (`quire ingest --follow-links` follows such links)",
+                    target.display()
+                ),
             ));
             continue;
         }
@@ -269,7 +276,11 @@ pub(crate) async fn ingest(
     run.progress.done_files = report.files.len();
     run.progress.total_files += report.files.len();
 
-    for (path, bytes) in files.iter().zip(&sizes) {
+    // The next file is read, parsed and chunked while this one is embedded (`read_ahead`).
+    let isolation = engine.config().loader.clone();
+    let read_ahead = engine.config().read_ahead;
+    let mut next: Option<tokio::task::JoinHandle<ReadAhead>> = None;
+    for (i, (path, bytes)) in files.iter().zip(&sizes).enumerate() {
         if cancel.is_cancelled() {
             break;
         }
@@ -279,7 +290,11 @@ pub(crate) async fn ingest(
         }
         let shown = path.display().to_string();
         on_event(Event::FileStarted { path: shown.clone() });
-        let prepared = match prepare(engine, &mut run, path, &shown, on_event, cancel).await {
+        let reading = next.take().unwrap_or_else(|| start_reading(&run, path, isolation.clone()));
+        if read_ahead {
+            next = files.get(i + 1).map(|p| start_reading(&run, p, isolation.clone()));
+        }
+        let prepared = match prepare(engine, &mut run, path, reading, &shown, on_event, cancel).await {
             Ok(p) => p,
             Err(e) => Prepared::Done(FileOutcome::Failed { reason: format!("{e:#}") }),
         };
@@ -353,7 +368,10 @@ pub(crate) async fn remove_orphans(engine: &Engine) -> Result<Vec<quire_index::C
 }
 
 /// Stored documents at or under `roots` whose files are no longer on disk.
-pub(crate) fn gone_under<'a>(docs: impl IntoIterator<Item = &'a DocumentRecord>, roots: &[PathBuf]) -> Vec<DocumentRecord> {
+pub(crate) fn gone_under<'a>(
+    docs: impl IntoIterator<Item = &'a DocumentRecord>,
+    roots: &[PathBuf],
+) -> Vec<DocumentRecord> {
     docs.into_iter()
         .filter(|d| roots.iter().any(|r| Path::new(&d.path).starts_with(r)) && !Path::new(&d.path).exists())
         .cloned()
@@ -494,11 +512,109 @@ async fn flush(
     Ok(())
 }
 
-/// Reads, chunks and embeds one file; `Done` when there is nothing to store (unchanged, failed).
+/// A file read, parsed and chunked: the part of a file's work that needs only what was stored
+/// before the run, so it can run on a blocking thread while the file before it is embedded.
+enum Loaded {
+    /// Nothing to embed: the file failed, or its size and time are those stored.
+    Done(FileOutcome),
+    /// The bytes stored, under a new modification time (to record, so the next scan need not
+    /// read the file).
+    Touched(DocumentRecord),
+    Chunked {
+        doc: LoadedDocument,
+        chunks: Vec<quire_ingest::Chunk>,
+        modified_ms: i64,
+    },
+}
+
+/// What `read_and_chunk` produced, with the time each step took on its thread.
+struct ReadAhead {
+    loaded: Loaded,
+    reading_s: f64,
+    chunking_s: f64,
+}
+
+/// Reads, parses and chunks `path` unless its stored record says it is unchanged. Blocking.
+fn read_and_chunk(
+    path: &Path,
+    stored: Option<DocumentRecord>,
+    isolation: Option<Isolation>,
+    chunker: &Chunker,
+) -> ReadAhead {
+    let t = Instant::now();
+    let done = |loaded: Loaded, t: Instant| ReadAhead { loaded, reading_s: t.elapsed().as_secs_f64(), chunking_s: 0.0 };
+    let failed = |e: LoadError| Loaded::Done(FileOutcome::Failed { reason: e.to_string() });
+    // A file whose size and modification time are those recorded is unchanged, unless it was
+    // modified so close to when it was read that a later edit could share the timestamp.
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => return done(failed(e.into()), t),
+    };
+    let modified_ms = meta.modified().ok().map(millis).unwrap_or(0);
+    if let Some(stored) = &stored {
+        if modified_ms != 0
+            && stored.modified_ms == modified_ms
+            && stored.bytes == meta.len()
+            && modified_ms + TIMESTAMP_SLACK_MS < stored.ingested_at_ms
+        {
+            return done(Loaded::Done(FileOutcome::Unchanged), t);
+        }
+    }
+    // Otherwise hash the bytes before parsing: an unchanged file costs a read, not a parse.
+    // A file over the size limit is refused before it is read.
+    if meta.len() > quire_ingest::MAX_FILE_BYTES {
+        return done(failed(LoadError::TooLarge(meta.len())), t);
+    }
+    // Checked on the opened file, not the path: it may have been swapped for a pipe since.
+    let bytes = match quire_ingest::read_file(path) {
+        Ok(b) => b,
+        Err(e) => return done(failed(e), t),
+    };
+    let content_hash = quire_ingest::content_hash(&bytes);
+    if let Some(stored) = stored.filter(|d| d.content_hash == content_hash) {
+        if stored.modified_ms == modified_ms {
+            return done(Loaded::Done(FileOutcome::Unchanged), t);
+        }
+        let mut record = stored;
+        record.modified_ms = modified_ms;
+        record.ingested_at_ms = millis(SystemTime::now());
+        return done(Loaded::Touched(record), t);
+    }
+    let loaded =
+        quire_ingest::DocKind::from_path(path).ok_or(LoadError::Unsupported).and_then(|kind| match isolation {
+            Some(iso) if kind.needs_isolation() => quire_ingest::isolate::load_isolated(path, &iso),
+            _ => quire_ingest::load_bytes(path, kind, &bytes),
+        });
+    let reading_s = t.elapsed().as_secs_f64();
+    let doc = match loaded {
+        Ok(doc) => doc,
+        Err(e) => return ReadAhead { loaded: failed(e), reading_s, chunking_s: 0.0 },
+    };
+    let t = Instant::now();
+    let chunks = chunker.chunk(&doc);
+    let chunking_s = t.elapsed().as_secs_f64();
+    let loaded = if chunks.is_empty() {
+        Loaded::Done(FileOutcome::Failed { reason: "no text to index".into() })
+    } else {
+        Loaded::Chunked { doc, chunks, modified_ms }
+    };
+    ReadAhead { loaded, reading_s, chunking_s }
+}
+
+/// `read_and_chunk` of `path` on a blocking thread, started now.
+fn start_reading(run: &Run, path: &Path, isolation: Option<Isolation>) -> tokio::task::JoinHandle<ReadAhead> {
+    let stored = run.stored.get(path.to_string_lossy().as_ref()).cloned();
+    let (path, chunker) = (path.to_path_buf(), run.chunker.clone());
+    tokio::task::spawn_blocking(move || read_and_chunk(&path, stored, isolation, &chunker))
+}
+
+/// Embeds and lays out one file `read_and_chunk` has read; `Done` when there is nothing to
+/// store (unchanged, failed).
 async fn prepare(
     engine: &Engine,
     run: &mut Run,
     path: &Path,
+    reading: tokio::task::JoinHandle<ReadAhead>,
     shown: &str,
     on_event: &mut (dyn FnMut(Event) + Send),
     cancel: &Cancel,
@@ -507,79 +623,25 @@ async fn prepare(
         on_event(Event::FileProgress { path: shown.to_string(), stage, done: done as u32, total: total as u32 })
     };
     progress(on_event, FileStage::Reading, 0, 0);
+    // Only the wait counts against the run's time: a file read ahead may cost nothing here.
+    // The wait is shared between reading and chunking as the file's own times were.
     let t = Instant::now();
+    let ahead = reading.await?;
+    let waited = t.elapsed().as_secs_f64();
+    let work = (ahead.reading_s + ahead.chunking_s).max(1e-9);
+    run.timings.reading_s += waited * ahead.reading_s / work;
+    run.timings.chunking_s += waited * ahead.chunking_s / work;
     let path_str = path.to_string_lossy().into_owned();
     let doc_id = document_id(engine.knowledge_base(), path);
-    let failed = |e: LoadError| Ok(Prepared::Done(FileOutcome::Failed { reason: e.to_string() }));
-
-    // A file whose size and modification time are those recorded is unchanged, unless it was
-    // modified so close to when it was read that a later edit could share the timestamp.
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) => return failed(e.into()),
-    };
-    let modified_ms = meta.modified().ok().map(millis).unwrap_or(0);
-    if let Some(stored) = run.stored.get(&path_str) {
-        if modified_ms != 0
-            && stored.modified_ms == modified_ms
-            && stored.bytes == meta.len()
-            && modified_ms + TIMESTAMP_SLACK_MS < stored.ingested_at_ms
-        {
+    let (doc, chunks, modified_ms) = match ahead.loaded {
+        Loaded::Done(outcome) => return Ok(Prepared::Done(outcome)),
+        Loaded::Touched(record) => {
+            engine.knowledge_base().update_document(&record).await?;
             return Ok(Prepared::Done(FileOutcome::Unchanged));
         }
-    }
-    // Otherwise hash the bytes before parsing: an unchanged file costs a read, not a parse.
-    // A file over the size limit is refused before it is read.
-    if meta.len() > quire_ingest::MAX_FILE_BYTES {
-        return failed(LoadError::TooLarge(meta.len()));
-    }
-    // Checked on the opened file, not the path: it may have been swapped for a pipe since.
-    let read_path = path.to_path_buf();
-    let bytes = match tokio::task::spawn_blocking(move || quire_ingest::read_file(&read_path)).await? {
-        Ok(b) => b,
-        Err(e) => return failed(e),
+        Loaded::Chunked { doc, chunks, modified_ms } => (doc, chunks, modified_ms),
     };
-    let content_hash = quire_ingest::content_hash(&bytes);
-    if let Some(stored) = run.stored.get(&path_str).filter(|d| d.content_hash == content_hash) {
-        run.timings.reading_s += t.elapsed().as_secs_f64();
-        if stored.modified_ms != modified_ms {
-            // Touched, not changed: record the new time so the next scan need not read it.
-            let mut record = stored.clone();
-            record.modified_ms = modified_ms;
-            record.ingested_at_ms = millis(SystemTime::now());
-            engine.knowledge_base().update_document(&record).await?;
-        }
-        return Ok(Prepared::Done(FileOutcome::Unchanged));
-    }
-    let kind = quire_ingest::DocKind::from_path(path).ok_or(LoadError::Unsupported);
-    let isolation = engine.config().loader.clone();
-    let load_path = path.to_path_buf();
-    let loaded = tokio::task::spawn_blocking(move || -> Result<LoadedDocument, LoadError> {
-        let kind = kind?;
-        match isolation {
-            Some(iso) if kind.needs_isolation() => quire_ingest::isolate::load_isolated(&load_path, &iso),
-            _ => quire_ingest::load_bytes(&load_path, kind, &bytes),
-        }
-    })
-    .await?;
-    run.timings.reading_s += t.elapsed().as_secs_f64();
-    let doc = match loaded {
-        Ok(doc) => doc,
-        Err(e) => return failed(e),
-    };
-
     progress(on_event, FileStage::Chunking, 0, 0);
-    let t = Instant::now();
-    let chunker = run.chunker.clone();
-    let (doc, chunks) = tokio::task::spawn_blocking(move || {
-        let chunks = chunker.chunk(&doc);
-        (doc, chunks)
-    })
-    .await?;
-    run.timings.chunking_s += t.elapsed().as_secs_f64();
-    if chunks.is_empty() {
-        return Ok(Prepared::Done(FileOutcome::Failed { reason: "no text to index".into() }));
-    }
     let hashes: Vec<String> = chunks.iter().map(|c| engine.knowledge_base().chunk_hash(&c.text)).collect();
 
     // Vectors already computed: in this batch, of a document just removed (a move seen as a
@@ -599,15 +661,19 @@ async fn prepare(
             }
         }
     }
-    let lookup: Vec<&str> =
-        hashes.iter().filter(|h| !known.contains_key(*h) && run.stored_hashes.contains(*h)).map(|h| h.as_str()).collect();
+    let lookup: Vec<&str> = hashes
+        .iter()
+        .filter(|h| !known.contains_key(*h) && run.stored_hashes.contains(*h))
+        .map(|h| h.as_str())
+        .collect();
     if !lookup.is_empty() {
         let t = Instant::now();
         known.extend(engine.knowledge_base().vectors_by_hash(&lookup).await?);
         run.timings.storing_s += t.elapsed().as_secs_f64();
     }
     let missing: Vec<usize> = (0..chunks.len()).filter(|&i| !known.contains_key(&hashes[i])).collect();
-    let texts: std::sync::Arc<Vec<String>> = std::sync::Arc::new(missing.iter().map(|&i| chunks[i].text.clone()).collect());
+    let texts: std::sync::Arc<Vec<String>> =
+        std::sync::Arc::new(missing.iter().map(|&i| chunks[i].text.clone()).collect());
     let mut computed: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
     while computed.len() < texts.len() {
         progress(on_event, FileStage::Embedding, computed.len(), texts.len());
@@ -617,7 +683,8 @@ async fn prepare(
         let t = Instant::now();
         let (embedder, texts, from) = (engine.embedder().clone(), texts.clone(), computed.len());
         let step = tokio::task::spawn_blocking(move || {
-            let batch: Vec<&str> = texts[from..(from + EMBED_STEP).min(texts.len())].iter().map(|t| t.as_str()).collect();
+            let batch: Vec<&str> =
+                texts[from..(from + EMBED_STEP).min(texts.len())].iter().map(|t| t.as_str()).collect();
             embedder.embed_passages(&batch)
         })
         .await??;
@@ -670,4 +737,3 @@ const TIMESTAMP_SLACK_MS: i64 = 2_000;
 fn millis(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
-

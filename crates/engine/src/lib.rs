@@ -22,6 +22,7 @@ use tokio::sync::OnceCell;
 use ts_rs::TS;
 
 use quire_embed::Embedder;
+pub use quire_embed::ForwardPass;
 use quire_index::KnowledgeBase;
 use quire_llm::decoder::SpeculationStats;
 use quire_llm::{GenerationRequest, GenerationStats, Llm, Progress};
@@ -63,6 +64,11 @@ pub struct EngineConfig {
     /// Follow links inside an ingested folder that lead out of it (off: such links are skipped
     /// and reported).
     pub follow_links: bool,
+    /// The embedder's forward pass (`ForwardPass::from_env`: int8 where the CPU has VNNI).
+    pub embedder_pass: ForwardPass,
+    /// Read, parse and chunk the next file while this one is embedded (off: one file after
+    /// the other, as before; kept for `quire bench ingest --before`).
+    pub read_ahead: bool,
 }
 
 /// Passages shown to the model per question. Three, not five: on the sample documents' question
@@ -113,6 +119,8 @@ impl EngineConfig {
             loader: Some(Isolation::current_exe()?),
             keys: KeyAccess::from_env(),
             follow_links: false,
+            embedder_pass: ForwardPass::from_env(),
+            read_ahead: true,
         })
     }
 }
@@ -248,7 +256,8 @@ impl Engine {
         let (dir, keys) = (config.data_dir.clone(), config.keys.clone());
         let (vault, protection) = tokio::task::spawn_blocking(move || Vault::unlock(&dir, &keys)).await??;
         let dir = config.embedder_dir.clone();
-        let embedder = tokio::task::spawn_blocking(move || Embedder::load(&dir)).await??;
+        let pass = config.embedder_pass;
+        let embedder = tokio::task::spawn_blocking(move || Embedder::load_with(&dir, pass)).await??;
         let kb = KnowledgeBase::open(&config.data_dir, embedder.dim(), protection.clone()).await?;
         let jobs = jobs::JobQueue::open(&config.data_dir, protection)?;
         let engine = Engine {

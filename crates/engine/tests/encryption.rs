@@ -19,6 +19,8 @@ async fn engine(data: &std::path::Path, passphrase: &str) -> anyhow::Result<Engi
         loader: None,
         keys: KeyAccess::passphrase(passphrase),
         follow_links: false,
+        embedder_pass: quire_engine::ForwardPass::from_env(),
+        read_ahead: true,
     })
     .await
 }

@@ -4,6 +4,10 @@
 use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, SearchMode};
 
 async fn engine(data: &std::path::Path) -> Engine {
+    engine_reading_ahead(data, true).await
+}
+
+async fn engine_reading_ahead(data: &std::path::Path, read_ahead: bool) -> Engine {
     let config = EngineConfig {
         data_dir: data.to_path_buf(),
         embedder_dir: quire_testkit::model(&quire_models::MINILM),
@@ -15,8 +19,63 @@ async fn engine(data: &std::path::Path) -> Engine {
         loader: None,
         keys: quire_engine::KeyAccess::passphrase("test passphrase"),
         follow_links: false,
+        embedder_pass: quire_engine::ForwardPass::from_env(),
+        read_ahead,
     };
     Engine::open(config).await.unwrap()
+}
+
+/// What a collection holds, by file path: each chunk's place, text and vector.
+async fn stored(engine: &Engine) -> Vec<(String, Vec<(u32, Option<u32>, u64, u64, String, Vec<f32>)>)> {
+    let mut out = Vec::new();
+    for doc in engine.documents().await.unwrap() {
+        let mut chunks: Vec<_> = engine
+            .knowledge_base()
+            .chunk_records_of(&doc.doc_id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.seq, c.page, c.start, c.end, c.text, c.vector))
+            .collect();
+        chunks.sort_by_key(|c| c.0);
+        out.push((doc.path, chunks));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reading_ahead_stores_what_one_file_after_another_stores() {
+    // Good files between bad ones: the next file is read while this one is embedded, whatever
+    // either turns out to be.
+    let docs = quire_testkit::copy_samples(&["bad", "markdown"]);
+    let paths = vec![docs.path().to_path_buf()];
+    let mut runs = Vec::new();
+    for read_ahead in [true, false] {
+        let data = tempfile::tempdir().unwrap();
+        let engine = engine_reading_ahead(data.path(), read_ahead).await;
+        let mut started = Vec::new();
+        let report = engine
+            .ingest(
+                &paths,
+                &mut |e| {
+                    if let quire_engine::Event::FileStarted { path } = e {
+                        started.push(path);
+                    }
+                },
+                &Cancel::new(),
+            )
+            .await
+            .unwrap();
+        let outcomes: Vec<(String, String)> = report.files.iter().map(|(p, o)| (p.clone(), format!("{o:?}"))).collect();
+        runs.push((started, outcomes, stored(&engine).await));
+    }
+    let (ahead, one_by_one) = (&runs[0], &runs[1]);
+    assert_eq!(ahead.0.len(), 8, "every file started: {:?}", ahead.0);
+    assert_eq!(ahead.0, one_by_one.0, "files start in the same order");
+    assert_eq!(ahead.1, one_by_one.1, "the same outcome for each file, in the same order");
+    assert_eq!(ahead.2.len(), 4, "latin1.txt and the three READMEs are stored");
+    assert_eq!(ahead.2, one_by_one.2, "the same chunks and vectors");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -46,14 +105,22 @@ async fn reingest_keeps_row_counts_and_edits_replace_chunks() {
     assert_eq!(third.count(|o| matches!(o, FileOutcome::Indexed { .. })), 1, "{third:?}");
     let docs_now = engine.documents().await.unwrap();
     assert_eq!(docs_now.len(), 3);
-    assert_eq!(engine.knowledge_base().chunk_count().await.unwrap(), docs_now.iter().map(|d| d.chunks as usize).sum::<usize>());
+    assert_eq!(
+        engine.knowledge_base().chunk_count().await.unwrap(),
+        docs_now.iter().map(|d| d.chunks as usize).sum::<usize>()
+    );
     let hits = engine.search("zebrafish owl protocol", SearchMode::Bm25, 3).await.unwrap();
     assert!(hits[0].text.contains("zebrafish owl"), "{:?}", hits[0].text);
 
     // Removing a document removes its chunks.
     assert!(engine.remove(&tokio_md).await.unwrap());
     assert_eq!(engine.documents().await.unwrap().len(), 2);
-    assert!(engine.search("zebrafish owl protocol", SearchMode::Bm25, 3).await.unwrap().iter().all(|h| !h.text.contains("zebrafish")));
+    assert!(engine
+        .search("zebrafish owl protocol", SearchMode::Bm25, 3)
+        .await
+        .unwrap()
+        .iter()
+        .all(|h| !h.text.contains("zebrafish")));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -98,6 +165,8 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
         loader: None,
         keys: quire_engine::KeyAccess::passphrase("test passphrase"),
         follow_links: false,
+        embedder_pass: quire_engine::ForwardPass::from_env(),
+        read_ahead: true,
     };
     let engine = Engine::open(config).await.unwrap();
     engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}, &Cancel::new()).await.unwrap();
@@ -118,8 +187,14 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
         })
         .collect();
     let total = answer.stats.prompt_tokens as u32;
-    assert!(prompt.len() >= 2 && prompt.first() == Some(&(0, total)) && prompt.last() == Some(&(total, total)), "{prompt:?}");
-    assert!(!events[first_delta..].iter().any(|e| matches!(e, Event::PromptProgress { .. })), "prompt progress after the first word");
+    assert!(
+        prompt.len() >= 2 && prompt.first() == Some(&(0, total)) && prompt.last() == Some(&(total, total)),
+        "{prompt:?}"
+    );
+    assert!(
+        !events[first_delta..].iter().any(|e| matches!(e, Event::PromptProgress { .. })),
+        "prompt progress after the first word"
+    );
     let deltas: Vec<&str> = events
         .iter()
         .filter_map(|e| match e {
@@ -142,7 +217,8 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
 
     // Asked again, the same passages come back and the processed prompt is reused: only its
     // last token runs again, the answer is the same, and the memory budget counts what is kept.
-    let again = engine.ask("Which crate watches the file system for changes?", &mut |_| {}, &Cancel::new()).await.unwrap();
+    let again =
+        engine.ask("Which crate watches the file system for changes?", &mut |_| {}, &Cancel::new()).await.unwrap();
     assert_eq!(again.stats.prompt_reused_tokens + 1, again.stats.prompt_tokens, "{:?}", again.stats);
     assert_eq!((again.text.as_str(), again.raw.as_str()), (answer.text.as_str(), answer.raw.as_str()));
     let budget = engine.memory_budget(None, 3000).unwrap();
@@ -160,14 +236,18 @@ async fn progress_events_follow_each_file_and_cancel_stops_between_files() {
     let mut events = Vec::new();
     let stopper = cancel.clone();
     let report = engine
-        .ingest(&[docs.path().to_path_buf()], &mut |e| {
-            // Cancel as soon as the first file is embedded: it is kept (work done), the other
-            // two are not touched.
-            if matches!(e, Event::FileProgress { stage: quire_engine::FileStage::Storing, .. }) {
-                stopper.cancel();
-            }
-            events.push(e);
-        }, &cancel)
+        .ingest(
+            &[docs.path().to_path_buf()],
+            &mut |e| {
+                // Cancel as soon as the first file is embedded: it is kept (work done), the other
+                // two are not touched.
+                if matches!(e, Event::FileProgress { stage: quire_engine::FileStage::Storing, .. }) {
+                    stopper.cancel();
+                }
+                events.push(e);
+            },
+            &cancel,
+        )
         .await
         .unwrap();
     assert_eq!(report.files.len(), 1, "{report:?}");
@@ -195,7 +275,11 @@ async fn progress_events_follow_each_file_and_cancel_stops_between_files() {
     for stage in [Chunking, Embedding, Storing] {
         assert!(stages.contains(&stage), "{stage:?} reported: {stages:?}");
     }
-    assert!(matches!(events.last(), Some(Event::IngestFinished { cancelled: true, indexed: 1, .. })), "{:?}", events.last());
+    assert!(
+        matches!(events.last(), Some(Event::IngestFinished { cancelled: true, indexed: 1, .. })),
+        "{:?}",
+        events.last()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -208,12 +292,16 @@ async fn a_cancelled_answer_ends_with_the_cancelled_error() {
     let stopper = cancel.clone();
     let mut deltas = 0;
     let err = engine
-        .ask("What does notify watch?", &mut |e| {
-            if matches!(e, Event::AnswerDelta { .. }) {
-                deltas += 1;
-                stopper.cancel();
-            }
-        }, &cancel)
+        .ask(
+            "What does notify watch?",
+            &mut |e| {
+                if matches!(e, Event::AnswerDelta { .. }) {
+                    deltas += 1;
+                    stopper.cancel();
+                }
+            },
+            &cancel,
+        )
         .await
         .unwrap_err();
     assert!(err.is::<quire_engine::Cancelled>(), "{err:#}");
@@ -268,7 +356,11 @@ async fn a_reranker_reorders_what_the_model_is_shown() {
 
     struct NotifyFirst(AtomicUsize);
     impl quire_engine::Rerank for NotifyFirst {
-        fn rerank(&self, _question: &str, mut hits: Vec<quire_engine::SearchHit>) -> anyhow::Result<Vec<quire_engine::SearchHit>> {
+        fn rerank(
+            &self,
+            _question: &str,
+            mut hits: Vec<quire_engine::SearchHit>,
+        ) -> anyhow::Result<Vec<quire_engine::SearchHit>> {
             self.0.store(hits.len(), Ordering::SeqCst);
             hits.sort_by_key(|h| !h.path.ends_with("notify-README.md"));
             Ok(hits)
@@ -303,7 +395,10 @@ async fn a_reranker_reorders_what_the_model_is_shown() {
     assert!(err.contains("reranker failed") && err.contains("no cross-encoder"), "{err}");
     engine.set_reranker(None);
     let again = engine.retrieve(question).await.unwrap();
-    assert_eq!(again.iter().map(|h| &h.chunk_id).collect::<Vec<_>>(), plain.iter().map(|h| &h.chunk_id).collect::<Vec<_>>());
+    assert_eq!(
+        again.iter().map(|h| &h.chunk_id).collect::<Vec<_>>(),
+        plain.iter().map(|h| &h.chunk_id).collect::<Vec<_>>()
+    );
 }
 
 /// A 20 MB Markdown line with no space (one "word" the embedder's tokenizer counts as a single
@@ -313,7 +408,8 @@ async fn a_reranker_reorders_what_the_model_is_shown() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_giant_line_is_chunked_within_bounds_and_answers_still_work() {
     let docs = tempfile::tempdir().unwrap();
-    let line: String = (0..20_000_000u32).map(|i| (b'a' + ((i.wrapping_mul(2654435761) >> 27) % 26) as u8) as char).collect();
+    let line: String =
+        (0..20_000_000u32).map(|i| (b'a' + ((i.wrapping_mul(2654435761) >> 27) % 26) as u8) as char).collect();
     std::fs::write(docs.path().join("giant.md"), &line).unwrap();
     let data = tempfile::tempdir().unwrap();
     let engine = engine(data.path()).await;

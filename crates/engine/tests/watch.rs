@@ -24,6 +24,8 @@ async fn engine(data: &Path) -> Engine {
         loader: None,
         keys: quire_engine::KeyAccess::passphrase("test passphrase"),
         follow_links: false,
+        embedder_pass: quire_engine::ForwardPass::from_env(),
+        read_ahead: true,
     };
     Engine::open(config).await.unwrap()
 }
