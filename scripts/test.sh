@@ -2,11 +2,22 @@
 # Runs the test suite: the UI's unit tests (Vitest, with a type check), then the Rust tests —
 # unit tests and end-to-end tests over the real models and sample documents, the desktop app's
 # in its real WebView under Xvfb.
+#
+#   scripts/test.sh          the fast tier: the small embedder and the tiny model, a slice of
+#                            the answer evaluation (for every change)
+#   scripts/test.sh --full   adds the default-model tests (answer evaluation on 44 questions,
+#                            speculative = plain on 12, memory prediction); CI runs this
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quire/target}"
+tier=()
+case "${1:-}" in
+    --full) tier=(--include-ignored) ;;
+    "") ;;
+    *) echo "usage: scripts/test.sh [--full]" >&2; exit 2 ;;
+esac
 (cd ui && npm test && npm run build)
 # --show-output: the figures the end-to-end tests print (memory prediction, first token) land in the log.
 # Inside a keychain session: collections keep their keys in the OS keychain (a private GNOME
 # Keyring where the machine has none, as on CI).
-scripts/keyring-session.sh cargo test --release --workspace -- --show-output
+scripts/keyring-session.sh cargo test --release --workspace -- --show-output "${tier[@]}"

@@ -450,6 +450,7 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
 /// The memory panel's prediction for the default answer model, loaded at start, against the
 /// resident memory measured after loading.
 #[test]
+#[ignore = "full tier (scripts/test.sh --full): the default answer model"]
 fn memory_prediction_matches_resident_memory_of_the_default_model() {
     let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
     quire_testkit::model(&quire_models::QWEN_1_5B);

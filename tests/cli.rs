@@ -2,37 +2,14 @@
 //! temporary QUIRE_HOME, the shared sample documents (copied first).
 
 use std::path::Path;
-use std::process::{Command, Output};
 
+use quire_testkit::{text, QuireHome};
 use serde_json::Value;
 
-struct Home {
-    dir: tempfile::TempDir,
-    models: std::path::PathBuf,
-}
+const QUIRE: &str = env!("CARGO_BIN_EXE_quire");
 
-impl Home {
-    fn new() -> Home {
-        Home { dir: tempfile::tempdir().unwrap(), models: quire_models::models_dir().unwrap() }
-    }
 
-    fn quire(&self, args: &[&str]) -> Output {
-        let out = Command::new(env!("CARGO_BIN_EXE_quire"))
-            .args(args)
-            .env("QUIRE_HOME", self.dir.path())
-            .env("QUIRE_MODELS", &self.models)
-            .output()
-            .unwrap();
-        eprintln!("$ quire {}\n{}{}", args.join(" "), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        out
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn ingest_samples(home: &Home, docs: &Path) {
+fn ingest_samples(home: &QuireHome, docs: &Path) {
     let out = home.quire(&["ingest", docs.to_str().unwrap()]);
     // The bad files are skipped and named; the exit status says some files failed.
     assert_eq!(out.status.code(), Some(2), "ingest exit status");
@@ -46,7 +23,7 @@ fn ingest_samples(home: &Home, docs: &Path) {
 }
 
 /// Asks through the CLI with `--json` and checks the invariants every answer must hold.
-fn ask(home: &Home, model: &str, question: &str) -> Value {
+fn ask(home: &QuireHome, model: &str, question: &str) -> Value {
     let out = home.quire(&["ask", "--json", "--model", model, question]);
     assert!(out.status.success(), "ask failed: {}", text(&out.stderr));
     let answer: Value = serde_json::from_slice(&out.stdout).expect("ask --json prints JSON");
@@ -65,7 +42,7 @@ fn ask(home: &Home, model: &str, question: &str) -> Value {
 #[test]
 fn ingest_then_ask_with_the_tiny_model() {
     let docs = quire_testkit::copy_samples(&["fasta_guide.pdf", "4ti2_manual.pdf", "markdown", "bad"]);
-    let home = Home::new();
+    let home = QuireHome::new(QUIRE);
     ingest_samples(&home, docs.path());
     ask(&home, "smollm2-135m", "What does the tokio crate provide?");
     // Without --json: the answer streams to stdout; stderr says what the model is reading
@@ -83,38 +60,57 @@ fn ingest_then_ask_with_the_tiny_model() {
     assert!(text(&out.stderr).contains("quire models fetch"), "{}", text(&out.stderr));
 }
 
+/// `quire eval answers` over the sample documents and their 44 questions, with `extra`
+/// arguments; the report it wrote, after the checks every run must pass: the command succeeds,
+/// one record per question asked, every answer parses and cites only retrieved passages (the
+/// grammar guarantees both; anything less is a bug), and retrieval puts a gold page among the
+/// passages shown for at least 90 % of the questions asked.
+fn evaluate_answers(extra: &[&str]) -> Value {
+    let home = QuireHome::new(QUIRE);
+    let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/eval/sample-docs-answers.jsonl");
+    let report = home.dir.path().join("report.json");
+    let docs = quire_testkit::sample_docs();
+    let mut args = vec!["eval", "answers", set.to_str().unwrap(), "--docs", docs.to_str().unwrap()];
+    args.extend(["--report", report.to_str().unwrap()]);
+    args.extend(extra);
+    let out = home.quire(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let summary = &report["summary"];
+    let share = |key: &str| summary[key].as_f64().unwrap_or_else(|| panic!("{key} in {summary}"));
+    assert_eq!(report["answers"].as_array().unwrap().len(), summary["questions"].as_u64().unwrap() as usize);
+    assert_eq!(share("parsed"), 1.0, "every answer parses: {summary}");
+    assert_eq!(share("citations_retrieved"), 1.0, "citations only among retrieved passages: {summary}");
+    assert!(share("gold_retrieved") >= 0.9, "a gold page among the passages shown: {summary}");
+    report
+}
+
+fn share(report: &Value, key: &str) -> f64 {
+    report["summary"][key].as_f64().unwrap_or_else(|| panic!("{key} in {}", report["summary"]))
+}
+
+/// The fast tier's slice of the answer evaluation: the whole pipeline with the tiny model on the
+/// first 4 questions, holding what does not depend on the model's size (`evaluate_answers`).
+#[test]
+fn answer_evaluation_slice_with_the_tiny_model() {
+    let tiny = quire_testkit::model(&quire_models::SMOLLM2);
+    let report = evaluate_answers(&["--limit", "4", "--model", tiny.to_str().unwrap()]);
+    assert_eq!(report["summary"]["questions"].as_u64(), Some(4), "{}", report["summary"]);
+}
+
 /// The answer evaluation of issue 6 on the default answer model: 44 questions over the sample
 /// documents whose answers were located by hand (tests/eval/sample-docs-answers.jsonl), asked
 /// through the whole pipeline. Prints the report (recorded in BENCHMARKS.md) and holds what was
 /// reached: parse, retrieved-only citations, verbatim quotes and gold-page citations at their
 /// goals (gold pages measured 84.1 %; greedy decoding on Quire's decoder is deterministic).
 #[test]
+#[ignore = "full tier (scripts/test.sh --full): the default answer model, ~15 minutes"]
 fn answer_evaluation_on_the_sample_documents() {
-    let home = Home::new();
-    let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/eval/sample-docs-answers.jsonl");
-    let report = home.dir.path().join("report.json");
-    let docs = quire_testkit::sample_docs();
-    let out = home.quire(&[
-        "eval",
-        "answers",
-        set.to_str().unwrap(),
-        "--docs",
-        docs.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let report = evaluate_answers(&[]);
     let summary = &report["summary"];
-    let share = |key: &str| summary[key].as_f64().unwrap_or_else(|| panic!("{key} in {summary}"));
     assert!(summary["questions"].as_u64().unwrap() >= 40, "{summary}");
-    assert_eq!(report["answers"].as_array().unwrap().len(), summary["questions"].as_u64().unwrap() as usize);
-    // The grammar guarantees these two; anything less is a bug.
-    assert_eq!(share("parsed"), 1.0, "every answer parses: {summary}");
-    assert_eq!(share("citations_retrieved"), 1.0, "citations only among retrieved passages: {summary}");
-    assert!(share("quotes_verbatim") >= QUOTE_GOAL, "quotes word for word: {summary}");
-    assert!(share("cites_gold_page") >= GOLD_PAGE_FLOOR, "cite a gold page: {summary}");
-    assert!(share("gold_retrieved") >= 0.9, "a gold page among the passages shown: {summary}");
+    assert!(share(&report, "quotes_verbatim") >= QUOTE_GOAL, "quotes word for word: {summary}");
+    assert!(share(&report, "cites_gold_page") >= GOLD_PAGE_FLOOR, "cite a gold page: {summary}");
     // Each answer's record says what was cited, so a regression can be read from the report.
     for a in report["answers"].as_array().unwrap() {
         assert!(a["outcome"]["citations"].as_array().is_some_and(|c| !c.is_empty()), "{a}");
@@ -128,8 +124,9 @@ fn answer_evaluation_on_the_sample_documents() {
 /// retrieved passages (`--check` fails the command otherwise), and the drafts do take more than
 /// one token per step.
 #[test]
+#[ignore = "full tier (scripts/test.sh --full): the default answer and draft models"]
 fn speculative_answers_equal_plain_answers_on_12_questions() {
-    let home = Home::new();
+    let home = QuireHome::new(QUIRE);
     let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/eval/sample-docs-answers.jsonl");
     let report = home.dir.path().join("speculative.json");
     let docs = quire_testkit::sample_docs();
@@ -180,7 +177,7 @@ const GOLD_PAGE_FLOOR: f64 = 0.80;
 /// scores would measure the dataset, not Quire.
 #[test]
 fn eval_answers_refuses_questions_that_do_not_match_their_documents() {
-    let home = Home::new();
+    let home = QuireHome::new(QUIRE);
     let docs = quire_testkit::copy_samples(&["markdown"]);
     let set = home.dir.path().join("set.jsonl");
     std::fs::write(
@@ -211,7 +208,7 @@ fn eval_answers_refuses_questions_that_do_not_match_their_documents() {
 /// mode must rank the one relevant document first, and the table must hold all four metrics.
 #[test]
 fn eval_retrieval_on_a_small_beir_dataset() {
-    let home = Home::new();
+    let home = QuireHome::new(QUIRE);
     let data = tempfile::tempdir().unwrap();
     let corpus = [
         ("d-tides", "Tides", "Ocean tides are caused by the gravitational pull of the Moon and the Sun on the oceans."),

@@ -4,45 +4,17 @@
 //! allocates too much is stopped and its file reported.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use quire_index::{ChunkKey, KnowledgeBase};
+use quire_testkit::{text, QuireHome};
 
 const EMBEDDING_DIM: usize = 384;
 
-struct Home {
-    dir: tempfile::TempDir,
-}
+const QUIRE: &str = env!("CARGO_BIN_EXE_quire");
 
-impl Home {
-    fn new() -> Home {
-        Home { dir: tempfile::tempdir().unwrap() }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_quire"));
-        c.args(args)
-            .env("QUIRE_HOME", self.dir.path())
-            .env("QUIRE_MODELS", quire_models::models_dir().unwrap());
-        c
-    }
-
-    fn quire(&self, args: &[&str]) -> Output {
-        let out = self.command(args).output().unwrap();
-        eprintln!("$ quire {}\n{}{}", args.join(" "), text(&out.stdout), text(&out.stderr));
-        out
-    }
-
-    fn index_dir(&self) -> PathBuf {
-        self.dir.path().join("index")
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// Everything that identifies an index's content: its documents and its chunks, by path and
 /// place, with the sha256 of each chunk's text. (Document ids and stored hashes are keyed
@@ -130,7 +102,7 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
     // random point: start-up, reading, embedding, a commit, the index refresh, compaction.
     // Between runs the folder changes as folders do (edits, a deletion, a new file), so every
     // run has work to be killed in, and replacements and removals are interrupted too.
-    let crashed = Home::new();
+    let crashed = QuireHome::new(QUIRE);
     let mut rng = Lcg(20261129);
     let (mut kills, mut runs) = (0, 0);
     while kills < 20 {
@@ -160,7 +132,7 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
         }
         child.wait().unwrap();
         // Even right after a kill, every stored document is complete.
-        let now = snapshot(&crashed.index_dir(), !killed).await;
+        let now = snapshot(&crashed.data_dir(), !killed).await;
         println!("run {runs}: {} at {at:.2} s; {} documents, {} chunks stored", if killed { "killed" } else { "finished" }, now.documents.len(), now.chunks.len());
     }
 
@@ -177,12 +149,12 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
     let files = std::fs::read_dir(root).unwrap().count();
     let again = crashed.quire(&["ingest", corpus_path]);
     assert!(text(&again.stdout).contains(&format!("0 indexed, {files} unchanged")), "{}", text(&again.stdout));
-    let after = snapshot(&crashed.index_dir(), true).await;
+    let after = snapshot(&crashed.data_dir(), true).await;
 
     // One clean ingestion of the same files.
-    let clean = Home::new();
+    let clean = QuireHome::new(QUIRE);
     assert!(clean.quire(&["ingest", corpus_path]).status.success());
-    let expected = snapshot(&clean.index_dir(), true).await;
+    let expected = snapshot(&clean.data_dir(), true).await;
     assert_eq!(expected.documents.len(), files);
     println!("after {kills} kills in {runs} runs: {} documents, {} chunks, equal to a clean ingestion", after.documents.len(), after.chunks.len());
     assert_eq!(after, expected, "the index after crashes differs from a clean ingestion");
@@ -219,7 +191,7 @@ fn bad_files_are_reported_and_cost_nothing_else() {
     // Root reads anything: then the file is simply good.
     let unreadable = std::fs::read(root.join("unreadable.md")).is_err();
 
-    let home = Home::new();
+    let home = QuireHome::new(QUIRE);
     let out = home.quire(&["ingest", "--stats", root.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "some files failed");
     let err = text(&out.stderr);
@@ -268,7 +240,7 @@ fn bad_files_are_reported_and_cost_nothing_else() {
 #[test]
 fn a_parser_that_runs_too_long_or_allocates_too_much_is_stopped() {
     let docs = quire_testkit::copy_samples(&["4ti2_manual.pdf", "markdown/notify-README.md"]);
-    let home = Home::new();
+    let home = QuireHome::new(QUIRE);
     let out = home.command(&["ingest", docs.path().to_str().unwrap()]).env("QUIRE_LOADER_TIMEOUT_S", "0.05").output().unwrap();
     eprintln!("{}{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(2));
@@ -298,7 +270,7 @@ fn a_parser_that_runs_too_long_or_allocates_too_much_is_stopped() {
 fn quire_watch_follows_a_folder_until_stopped() {
     let docs = quire_testkit::copy_samples(&["markdown/notify-README.md"]);
     let folder = docs.path().join("markdown");
-    let home = Home::new();
+    let home = QuireHome::new(QUIRE);
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut watch = home
         .command(&["watch", folder.to_str().unwrap()])

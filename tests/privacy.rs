@@ -6,42 +6,12 @@
 //! `scripts/keyring-session.sh` (GNOME Keyring on a private session bus) where there is none.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 
-struct Home {
-    dir: tempfile::TempDir,
-    models: PathBuf,
-}
+use quire_testkit::{text, QuireHome};
 
-impl Home {
-    fn new() -> Home {
-        Home { dir: tempfile::tempdir().unwrap(), models: quire_models::models_dir().unwrap() }
-    }
+const QUIRE: &str = env!("CARGO_BIN_EXE_quire");
 
-    fn command(&self, program: &str, args: &[&str]) -> Command {
-        let mut c = Command::new(program);
-        c.args(args).env("QUIRE_HOME", self.dir.path()).env("QUIRE_MODELS", &self.models).env_remove("QUIRE_PASSPHRASE");
-        c
-    }
-
-    fn quire(&self, args: &[&str]) -> Output {
-        self.run(self.command(env!("CARGO_BIN_EXE_quire"), args), args)
-    }
-
-    fn run(&self, mut command: Command, args: &[&str]) -> Output {
-        let out = command.output().unwrap();
-        eprintln!("$ quire {}\n{}{}", args.join(" "), text(&out.stdout), text(&out.stderr));
-        out
-    }
-
-    fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("index")
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// Phrases of tokio-README.md, and its file name (paths are private too).
 const PHRASES: [&str; 5] = ["work-stealing", "backpressure", "event-driven, non-blocking", "bare-metal", "tokio-README"];
@@ -87,7 +57,7 @@ async fn a_grep_finds_the_phrases_in_an_unencrypted_store() {
 #[test]
 fn data_folder_reveals_nothing_and_a_missing_key_fails_cleanly_until_restored() {
     let docs = quire_testkit::copy_samples(&["markdown"]);
-    let home = Home::new();
+    let home = QuireHome::new(QUIRE);
     let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
     assert!(out.status.success(), "ingest: {}", text(&out.stderr));
 
@@ -109,7 +79,7 @@ fn data_folder_reveals_nothing_and_a_missing_key_fails_cleanly_until_restored() 
 
     // A key backup, then the keychain entry lost.
     let backup = home.dir.path().join("key-backup.json");
-    let mut export = home.command(env!("CARGO_BIN_EXE_quire"), &["key", "export", backup.to_str().unwrap()]);
+    let mut export = home.command(&["key", "export", backup.to_str().unwrap()]);
     export.env("QUIRE_BACKUP_PASSPHRASE", "a long backup passphrase");
     assert!(home.run(export, &["key", "export"]).status.success());
     let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(data.join("vault.json")).unwrap()).unwrap();
@@ -129,11 +99,11 @@ fn data_folder_reveals_nothing_and_a_missing_key_fails_cleanly_until_restored() 
     assert!(quire_testkit::files_under(&data) == before, "the data folder changed while the key was missing");
 
     // A wrong backup passphrase restores nothing; the right one brings everything back.
-    let mut bad = home.command(env!("CARGO_BIN_EXE_quire"), &["key", "import", backup.to_str().unwrap()]);
+    let mut bad = home.command(&["key", "import", backup.to_str().unwrap()]);
     bad.env("QUIRE_BACKUP_PASSPHRASE", "not the passphrase");
     let out = home.run(bad, &["key", "import (wrong passphrase)"]);
     assert!(!out.status.success() && text(&out.stderr).contains("wrong passphrase"));
-    let mut import = home.command(env!("CARGO_BIN_EXE_quire"), &["key", "import", backup.to_str().unwrap()]);
+    let mut import = home.command(&["key", "import", backup.to_str().unwrap()]);
     import.env("QUIRE_BACKUP_PASSPHRASE", "a long backup passphrase");
     assert!(home.run(import, &["key", "import"]).status.success());
     let out = home.quire(&["search", "--mode", "bm25", "work-stealing scheduler"]);
@@ -147,7 +117,7 @@ fn data_folder_reveals_nothing_and_a_missing_key_fails_cleanly_until_restored() 
 #[test]
 fn ingest_and_ask_make_no_network_connection() {
     let docs = quire_testkit::copy_samples(&["markdown", "fasta_guide.pdf"]);
-    let home = Home::new();
+    let home = QuireHome::new(QUIRE);
     let trace = home.dir.path().join("trace");
     // The watch sees a connection when there is one (to a closed local port: refused, but tried).
     let probe = trace.with_extension("probe");
@@ -167,7 +137,7 @@ fn ingest_and_ask_make_no_network_connection() {
         let log = trace.with_extension(i.to_string());
         let mut strace_args = vec!["-f", "-qq", "-e", "trace=connect,sendto,sendmsg,sendmmsg", "-o", log.to_str().unwrap(), quire];
         strace_args.extend(args.iter().copied());
-        let mut c = home.command("strace", &strace_args);
+        let mut c = home.program("strace", &strace_args);
         c.env("QUIRE_PASSPHRASE", "offline test");
         let out = home.run(c, args);
         assert!(out.status.success(), "{args:?} under strace: {}", text(&out.stderr));
@@ -176,7 +146,7 @@ fn ingest_and_ask_make_no_network_connection() {
         assert!(network.is_empty(), "{args:?} tried the network: {network:#?}");
     }
     // No network at all (a namespace with only a downed loopback): the same commands work.
-    let mut offline = home.command("unshare", &["-rn", quire, "ask", "--model", "smollm2-135m", "What is Tokio?"]);
+    let mut offline = home.program("unshare", &["-rn", quire, "ask", "--model", "smollm2-135m", "What is Tokio?"]);
     offline.env("QUIRE_PASSPHRASE", "offline test");
     let out = home.run(offline, &["ask (unshare -rn)"]);
     assert!(out.status.success(), "answering without a network: {}", text(&out.stderr));
@@ -198,7 +168,7 @@ fn http(port: u16, host: &str, token: Option<&str>, method: &str, path: &str, bo
 #[test]
 fn the_local_api_answers_this_machine_with_its_token_only() {
     let docs = quire_testkit::copy_samples(&["markdown"]);
-    let home = Home::new();
+    let home = QuireHome::new(QUIRE);
     assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
     let token = text(&home.quire(&["key", "api-token"]).stdout).trim().to_owned();
     assert_eq!(token.len(), 64, "a 256-bit token from the keychain");
@@ -206,7 +176,7 @@ fn the_local_api_answers_this_machine_with_its_token_only() {
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut server = Killed(
-        home.command(env!("CARGO_BIN_EXE_quire"), &["serve", "--port", &port.to_string(), "--model", "smollm2-135m"])
+        home.command(&["serve", "--port", &port.to_string(), "--model", "smollm2-135m"])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap(),

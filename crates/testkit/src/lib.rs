@@ -241,7 +241,13 @@ impl QuireHome {
     }
 
     pub fn command(&self, args: &[&str]) -> std::process::Command {
-        let mut c = std::process::Command::new(&self.exe);
+        let exe = self.exe.clone();
+        self.program(&exe.to_string_lossy(), args)
+    }
+
+    /// Another program (strace, unshare) with this home's environment, as `command` sets it.
+    pub fn program(&self, program: &str, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new(program);
         c.args(args)
             .env("QUIRE_HOME", self.dir.path())
             .env("QUIRE_MODELS", quire_models::models_dir().expect("models folder"))
@@ -254,13 +260,14 @@ impl QuireHome {
 
     /// Runs `quire args…` to the end; its output is printed for the test's log.
     pub fn quire(&self, args: &[&str]) -> std::process::Output {
-        let out = self.command(args).output().expect("quire runs");
-        eprintln!(
-            "$ quire {}\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.run(self.command(args), args)
+    }
+
+    /// Runs a command made by `command` or `program` to the end, printing its output for the
+    /// test's log under `shown` (its arguments, or what it does).
+    pub fn run(&self, mut command: std::process::Command, shown: &[&str]) -> std::process::Output {
+        let out = command.output().expect("the command runs");
+        eprintln!("$ quire {}\n{}{}", shown.join(" "), text(&out.stdout), text(&out.stderr));
         out
     }
 
@@ -268,6 +275,11 @@ impl QuireHome {
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("index")
     }
+}
+
+/// A process's output as text, for assertions and messages.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Resident memory and CPU time used so far (user + system, seconds) of process `pid`, read
