@@ -8,13 +8,10 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use quire_testkit::QuireHome;
+use quire_testkit::{text, QuireHome};
 
 const QUIRE: &str = env!("CARGO_BIN_EXE_quire");
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// Notes in Markdown, each with a sentence of its own, for collections with many documents.
 fn write_notes(dir: &Path, count: usize) {

@@ -241,12 +241,11 @@ impl QuireHome {
     }
 
     pub fn command(&self, args: &[&str]) -> std::process::Command {
-        let exe = self.exe.clone();
-        self.program(&exe.to_string_lossy(), args)
+        self.program(&self.exe, args)
     }
 
     /// Another program (strace, unshare) with this home's environment, as `command` sets it.
-    pub fn program(&self, program: &str, args: &[&str]) -> std::process::Command {
+    pub fn program(&self, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> std::process::Command {
         let mut c = std::process::Command::new(program);
         c.args(args)
             .env("QUIRE_HOME", self.dir.path())
