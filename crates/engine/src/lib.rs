@@ -30,10 +30,10 @@ use quire_llm::{GenerationRequest, GenerationStats, Llm, Progress};
 pub use answer::RawAnswer;
 pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
 pub use jobs::{Job, JobState};
-pub use quire_ingest::isolate::Isolation;
 pub use memory::MemoryBudget;
-pub use quire_llm::ModelFootprint;
 pub use quire_index::{DocumentRecord, SearchHit, SearchMode};
+pub use quire_ingest::isolate::Isolation;
+pub use quire_llm::ModelFootprint;
 pub use quire_vault::{api_token, write_private, KeyAccess, KeyInfo, KeyStore, Secret, Vault, VaultError};
 
 #[derive(Debug, Clone)]
@@ -130,21 +130,53 @@ impl EngineConfig {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// Every file of the batch, in the order they will be processed.
-    IngestStarted { files: Vec<QueuedFile> },
-    FileStarted { path: String },
+    IngestStarted {
+        files: Vec<QueuedFile>,
+    },
+    FileStarted {
+        path: String,
+    },
     /// Where a file is in its pipeline; `done`/`total` count chunks while embedding.
-    FileProgress { path: String, stage: FileStage, done: u32, total: u32 },
-    FileFinished { path: String, outcome: FileOutcome },
+    FileProgress {
+        path: String,
+        stage: FileStage,
+        done: u32,
+        total: u32,
+    },
+    FileFinished {
+        path: String,
+        outcome: FileOutcome,
+    },
     /// The batch as a whole: files finished, chunks embedded so far and per second, seconds left
     /// (estimated from the bytes read so far).
-    IngestProgress { files_done: u32, files_total: u32, chunks_embedded: u32, chunks_per_s: f32, eta_s: Option<f32> },
-    IngestFinished { indexed: usize, unchanged: usize, removed: usize, failed: usize, chunks: usize, cancelled: bool },
-    Retrieved { sources: Vec<Source> },
+    IngestProgress {
+        files_done: u32,
+        files_total: u32,
+        chunks_embedded: u32,
+        chunks_per_s: f32,
+        eta_s: Option<f32>,
+    },
+    IngestFinished {
+        indexed: usize,
+        unchanged: usize,
+        removed: usize,
+        failed: usize,
+        chunks: usize,
+        cancelled: bool,
+    },
+    Retrieved {
+        sources: Vec<Source>,
+    },
     /// The answer model has read `done` of the prompt's `total` tokens (the question and the
     /// retrieved passages): on a CPU most of the wait before the first word. Comes between
     /// `Retrieved` and the first `AnswerDelta`, where the model runs on Quire's decoder.
-    PromptProgress { done: u32, total: u32 },
-    AnswerDelta { text: String },
+    PromptProgress {
+        done: u32,
+        total: u32,
+    },
+    AnswerDelta {
+        text: String,
+    },
     AnswerFinished,
 }
 
@@ -456,15 +488,10 @@ impl Engine {
         cancel: &Cancel,
     ) -> Result<IngestReport> {
         let (present, gone): (Vec<PathBuf>, Vec<PathBuf>) = paths.iter().cloned().partition(|p| p.exists());
-        let present: Vec<PathBuf> = present
-            .into_iter()
-            .filter(|p| p.is_dir() || quire_ingest::is_supported(p))
-            .collect();
-        let mut report = if present.is_empty() {
-            IngestReport::default()
-        } else {
-            self.ingest(&present, on_event, cancel).await?
-        };
+        let present: Vec<PathBuf> =
+            present.into_iter().filter(|p| p.is_dir() || quire_ingest::is_supported(p)).collect();
+        let mut report =
+            if present.is_empty() { IngestReport::default() } else { self.ingest(&present, on_event, cancel).await? };
         // Removals after additions: a renamed file's chunks are still there to be reused.
         let gone: Vec<PathBuf> = gone.iter().map(|p| ingestion::canonical(p)).collect();
         let docs = ingestion::gone_under(&self.kb.documents().await?, &gone);
@@ -519,7 +546,9 @@ impl Engine {
         let mut llms = vec![memory::BudgetedModel { role: "target", path: &self.config.llm_path, loaded, kept_prompt }];
         match (self.config.draft_path.as_deref(), draft) {
             (Some(d), _) => llms.push(memory::BudgetedModel { role: "draft", path: d, loaded, kept_prompt: (0, 0) }),
-            (None, Some(d)) => llms.push(memory::BudgetedModel { role: "draft", path: d, loaded: false, kept_prompt: (0, 0) }),
+            (None, Some(d)) => {
+                llms.push(memory::BudgetedModel { role: "draft", path: d, loaded: false, kept_prompt: (0, 0) })
+            }
             (None, None) => {}
         }
         let base = if loaded && before > 0 { before } else { reading.process_rss_bytes };
@@ -594,15 +623,21 @@ impl Engine {
         let request = self.answer_request(question, &hits);
         let mut text_stream = answer::AnswerTextStream::default();
         let generated = llm
-            .generate_detailed(&request, |progress| match progress {
-                Progress::Prompt { done, total } => on_event(Event::PromptProgress { done: done as u32, total: total as u32 }),
-                Progress::Text(piece) => {
-                    let text = text_stream.push(piece);
-                    if !text.is_empty() {
-                        on_event(Event::AnswerDelta { text });
+            .generate_detailed(
+                &request,
+                |progress| match progress {
+                    Progress::Prompt { done, total } => {
+                        on_event(Event::PromptProgress { done: done as u32, total: total as u32 })
                     }
-                }
-            }, || cancel.is_cancelled())
+                    Progress::Text(piece) => {
+                        let text = text_stream.push(piece);
+                        if !text.is_empty() {
+                            on_event(Event::AnswerDelta { text });
+                        }
+                    }
+                },
+                || cancel.is_cancelled(),
+            )
             .await;
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
@@ -637,13 +672,14 @@ impl Engine {
                 };
                 // A right answer with an unrelated quote: cite the sentence that says it.
                 let terms = |text: &str| self.kb.blind_terms(text);
-                let (source, quote, quote_range) = match answer::better_support(question, &raw.answer, &c.quote, &hits, terms) {
-                    Some((i, sentence)) => {
-                        let range = find_quote(&sources[i].text, &sentence);
-                        (&sources[i], sentence, range)
-                    }
-                    None => (source, c.quote.clone(), quote_range),
-                };
+                let (source, quote, quote_range) =
+                    match answer::better_support(question, &raw.answer, &c.quote, &hits, terms) {
+                        Some((i, sentence)) => {
+                            let range = find_quote(&sources[i].text, &sentence);
+                            (&sources[i], sentence, range)
+                        }
+                        None => (source, c.quote.clone(), quote_range),
+                    };
                 Ok(Citation {
                     number: source.number,
                     chunk_id: source.chunk_id.clone(),
@@ -671,7 +707,10 @@ impl Engine {
     pub fn in_earlier_order(&self, hits: Vec<SearchHit>) -> Vec<SearchHit> {
         let last = self.last_context.lock().unwrap_or_else(|p| p.into_inner());
         match last.as_ref() {
-            Some(context) if context.same_passages(&answer::fit_passages(&hits, answer::PASSAGE_TOKENS, |t| self.count_tokens(t))) => {
+            Some(context)
+                if context
+                    .same_passages(&answer::fit_passages(&hits, answer::PASSAGE_TOKENS, |t| self.count_tokens(t))) =>
+            {
                 let place = |h: &SearchHit| context.passages().iter().position(|p| p.chunk_id == h.chunk_id);
                 let mut hits = hits;
                 hits.sort_by_key(place);
@@ -687,13 +726,12 @@ impl Engine {
     /// from the last prompt when the passages are its own; and the schema that holds citations
     /// to the sentences shown.
     pub fn answer_request(&self, question: &str, hits: &[SearchHit]) -> GenerationRequest {
-        let count = |text: &str| self.count_tokens(text);
-        let terms = |text: &str| self.kb.blind_terms(text);
-        let shown = answer::fit_passages(hits, answer::PASSAGE_TOKENS, count);
+        let shown = answer::fit_passages(hits, answer::PASSAGE_TOKENS, |text| self.count_tokens(text));
         let mut last = self.last_context.lock().unwrap_or_else(|p| p.into_inner());
-        let carried = last.as_ref().and_then(|c| c.follow_up(question, &shown, terms));
+        let reading = EngineReading(self);
+        let carried = last.as_ref().and_then(|c| c.follow_up(question, &shown, &reading));
         let context =
-            carried.unwrap_or_else(|| context::Context::focus(question, shown, self.config.focus_tokens, terms, count));
+            carried.unwrap_or_else(|| context::Context::focus(question, shown, self.config.focus_tokens, &reading));
         let request = GenerationRequest {
             system: answer::SYSTEM_PROMPT.into(),
             user: context.prompt(question),
@@ -709,6 +747,25 @@ impl Engine {
     /// estimated at 3 bytes a token.
     fn count_tokens(&self, text: &str) -> usize {
         self.llm.get().and_then(|llm| llm.count_tokens(text)).unwrap_or(text.len().div_ceil(3))
+    }
+}
+
+/// What the relevant-sentence context reads text with: the index's analyser, the answer
+/// model's tokenizer and the embedder.
+struct EngineReading<'a>(&'a Engine);
+
+impl context::Reading for EngineReading<'_> {
+    fn terms(&self, text: &str) -> String {
+        self.0.kb.blind_terms(text)
+    }
+
+    fn tokens(&self, text: &str) -> usize {
+        self.0.count_tokens(text)
+    }
+
+    fn meanings(&self, texts: &[&str]) -> Vec<Vec<f32>> {
+        // Without meanings the terms alone choose: a failed embedding costs focus, not the answer.
+        self.0.embedder.embed_passages(texts).unwrap_or_default()
     }
 }
 
@@ -784,9 +841,10 @@ async fn refuse_sealed_data_without_manifest(dir: &Path) -> Result<()> {
     if dir.join(quire_vault::store::MANIFEST).exists() {
         return Ok(());
     }
-    let sealed_log = ["ingest-queue.jsonl", "history.jsonl"]
-        .iter()
-        .any(|name| std::fs::read_to_string(dir.join(name)).is_ok_and(|t| t.lines().any(|l| quire_vault::Protection::sealed_by(l).is_some())));
+    let sealed_log = ["ingest-queue.jsonl", "history.jsonl"].iter().any(|name| {
+        std::fs::read_to_string(dir.join(name))
+            .is_ok_and(|t| t.lines().any(|l| quire_vault::Protection::sealed_by(l).is_some()))
+    });
     if sealed_log || KnowledgeBase::holds_sealed_data(dir).await? {
         anyhow::bail!(
             "the key manifest of this collection ({}) is missing, but the collection holds encrypted documents; \
@@ -799,12 +857,13 @@ async fn refuse_sealed_data_without_manifest(dir: &Path) -> Result<()> {
 }
 
 fn missing_model(path: &Path) -> anyhow::Error {
-    let known = quire_models::KNOWN_MODELS
-        .iter()
-        .find(|m| m.location().map(|l| l == path).unwrap_or(false));
+    let known = quire_models::KNOWN_MODELS.iter().find(|m| m.location().map(|l| l == path).unwrap_or(false));
     match known {
         Some(m) => quire_models::missing_model_error(m),
-        None => anyhow::anyhow!("no model at {}: check the path, or run `quire models fetch` for the defaults", path.display()),
+        None => anyhow::anyhow!(
+            "no model at {}: check the path, or run `quire models fetch` for the defaults",
+            path.display()
+        ),
     }
 }
 
