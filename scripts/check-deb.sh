@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quire/target}"
-deb=$(ls -t "$CARGO_TARGET_DIR"/release/bundle/deb/*.deb | head -1)
+deb=$(ls -t "$CARGO_TARGET_DIR"/ship/release/bundle/deb/*.deb | head -1)
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 echo "installing $deb"
 $SUDO apt-get install -y -qq "$(realpath "$deb")" >/dev/null

@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quire/target}"
+start=$(date +%s)
 tier=()
 case "${1:-}" in
     --full) tier=(--include-ignored) ;;
@@ -21,3 +22,4 @@ esac
 # Inside a keychain session: collections keep their keys in the OS keychain (a private GNOME
 # Keyring where the machine has none, as on CI).
 scripts/keyring-session.sh cargo test --release --workspace -- --show-output "${tier[@]}"
+echo "scripts/test.sh ${1:-(fast tier)}: $(( $(date +%s) - start )) s"

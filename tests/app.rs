@@ -108,8 +108,10 @@ impl App {
                 )
                 .expect("Xvfb not found: install the xvfb package (scripts/setup.sh does)");
                 let mut line = String::new();
-                std::io::BufRead::read_line(&mut std::io::BufReader::new(child.0.stdout.take().unwrap()), &mut line).unwrap();
-                let n: u32 = line.trim().parse().unwrap_or_else(|_| panic!("Xvfb did not report its display: {line:?}"));
+                std::io::BufRead::read_line(&mut std::io::BufReader::new(child.0.stdout.take().unwrap()), &mut line)
+                    .unwrap();
+                let n: u32 =
+                    line.trim().parse().unwrap_or_else(|_| panic!("Xvfb did not report its display: {line:?}"));
                 display_proc = Some(child);
                 format!(":{n}")
             }
@@ -118,21 +120,25 @@ impl App {
         let mut driver = match trace {
             Some(file) => {
                 let mut c = Command::new("strace");
-                c.args(["-f", "-qq", "--seccomp-bpf", "-e", "trace=connect,sendto,sendmsg,sendmmsg", "-o"]).arg(file).arg(tauri_driver());
+                c.args(["-f", "-qq", "--seccomp-bpf", "-e", "trace=connect,sendto,sendmsg,sendmmsg", "-o"])
+                    .arg(file)
+                    .arg(tauri_driver());
                 c
             }
             None => Command::new(tauri_driver()),
         };
-        let driver = Killed::spawn(driver
-            .args(["--port", &port.to_string(), "--native-port", &native.to_string()])
-            .env("DISPLAY", &display)
-            .env("QUIRE_HOME", home.path())
-            .env("QUIRE_MODELS", models)
-            // Software rendering: Xvfb has no GPU, and WebKit's compositor would stall without it.
-            .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
-            .env("LIBGL_ALWAYS_SOFTWARE", "1")
-            .envs(env.iter().copied()))
-            .expect("tauri-driver not found: `cargo install tauri-driver --locked` (scripts/setup.sh does)");
+        let driver = Killed::spawn(
+            driver
+                .args(["--port", &port.to_string(), "--native-port", &native.to_string()])
+                .env("DISPLAY", &display)
+                .env("QUIRE_HOME", home.path())
+                .env("QUIRE_MODELS", models)
+                // Software rendering: Xvfb has no GPU, and WebKit's compositor would stall without it.
+                .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
+                .env("LIBGL_ALWAYS_SOFTWARE", "1")
+                .envs(env.iter().copied()),
+        )
+        .expect("tauri-driver not found: `cargo install tauri-driver --locked` (scripts/setup.sh does)");
         wait_for_port(port, "tauri-driver");
         let base = format!("http://127.0.0.1:{port}");
         let caps = json!({"capabilities": {"alwaysMatch": {
@@ -153,7 +159,9 @@ impl App {
         };
         let text = match res {
             Ok(r) => r.into_string().unwrap(),
-            Err(ureq::Error::Status(code, r)) => panic!("{method} {path}: {code} {}", r.into_string().unwrap_or_default()),
+            Err(ureq::Error::Status(code, r)) => {
+                panic!("{method} {path}: {code} {}", r.into_string().unwrap_or_default())
+            }
             Err(e) => panic!("{method} {path}: {e}"),
         };
         serde_json::from_str::<Value>(&text).unwrap()["value"].clone()
@@ -197,9 +205,12 @@ impl App {
     }
 
     fn attr(&self, css: &str, name: &str) -> Option<String> {
-        self.js("const e = document.querySelector(arguments[0]); return e ? e.getAttribute(arguments[1]) : null;", json!([css, name]))
-            .as_str()
-            .map(str::to_string)
+        self.js(
+            "const e = document.querySelector(arguments[0]); return e ? e.getAttribute(arguments[1]) : null;",
+            json!([css, name]),
+        )
+        .as_str()
+        .map(str::to_string)
     }
 
     fn wait_until<T>(&self, what: &str, timeout: Duration, mut f: impl FnMut(&App) -> Option<T>) -> T {
@@ -296,7 +307,10 @@ impl Drop for App {
 fn post(base: &str, path: &str, body: &Value) -> Value {
     let until = Instant::now() + Duration::from_secs(30);
     loop {
-        match ureq::post(&format!("{base}{path}")).set("Content-Type", "application/json").send_string(&body.to_string()) {
+        match ureq::post(&format!("{base}{path}"))
+            .set("Content-Type", "application/json")
+            .send_string(&body.to_string())
+        {
             Ok(r) => return serde_json::from_str(&r.into_string().unwrap()).unwrap(),
             Err(e) if Instant::now() < until => {
                 eprintln!("retrying {path}: {e}");
@@ -349,7 +363,10 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     let read = app.attr(".exchange:last-child", "data-prompt").unwrap_or_default();
     let (done, total) = read.split_once('/').unwrap_or_else(|| panic!("no prompt progress shown: {read:?}"));
     assert!(done == total && total.parse::<u32>().unwrap() > 100, "prompt read in full: {read}");
-    let markers = app.js("return document.querySelectorAll('.exchange:last-child .citation-marker').length;", json!([])).as_u64().unwrap();
+    let markers = app
+        .js("return document.querySelectorAll('.exchange:last-child .citation-marker').length;", json!([]))
+        .as_u64()
+        .unwrap();
     assert!(markers >= 1, "citation markers shown");
     let sources: Vec<String> = app
         .js("return [...document.querySelectorAll('#source-list .source-doc')].map(e => e.textContent);", json!([]))
@@ -360,10 +377,7 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
         .collect();
     eprintln!("sources pane: {sources:?}");
     assert!(!sources.is_empty());
-    assert!(
-        sources.iter().any(|s| s.contains(".pdf, p. ")),
-        "a cited PDF passage is shown with its page: {sources:?}"
-    );
+    assert!(sources.iter().any(|s| s.contains(".pdf, p. ")), "a cited PDF passage is shown with its page: {sources:?}");
     let marked = app.text("#source-list mark");
     eprintln!("highlighted quote: {marked:?}");
 
@@ -393,7 +407,8 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     assert_eq!(app.text("title"), "Quire — quick ask");
     let (quick_updates, _) = app.ask("Which scoring matrix does FASTA use by default?", Duration::from_secs(400));
     assert!(!quick_updates.is_empty());
-    let quick_sources = app.js("return document.querySelectorAll('#source-list .source').length;", json!([])).as_u64().unwrap();
+    let quick_sources =
+        app.js("return document.querySelectorAll('#source-list .source').length;", json!([])).as_u64().unwrap();
     assert!(quick_sources >= 1, "quick ask shows its sources");
     app.screenshot("06-quick-ask.png");
     app.cmd("POST", "/window", Some(json!({"handle": main_handle})));
@@ -470,10 +485,7 @@ fn memory_prediction_matches_resident_memory_of_the_default_model() {
         error * 100.0,
         weights as f64 / 1e6
     );
-    eprintln!(
-        "predicted {predicted} B, measured {rss} B, error {:+.1}%",
-        error * 100.0
-    );
+    eprintln!("predicted {predicted} B, measured {rss} B, error {:+.1}%", error * 100.0);
     assert!(weights > 1_000_000_000, "the 1.5B target's weights are counted: {weights}");
     assert!(error.abs() <= 0.10, "prediction {predicted} within 10% of RSS {rss}");
     app.screenshot("08-memory-default-model.png");
@@ -497,8 +509,12 @@ fn first_start_without_models_says_what_is_missing() {
     assert_eq!(app.attr("#model-status", "data-state").as_deref(), Some("failed"));
     let background = app.js("return getComputedStyle(document.documentElement).backgroundColor;", json!([]));
     eprintln!("page background in the dark theme: {background}");
-    let rgb: Vec<u32> = background.as_str().unwrap().split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect();
-    assert!(rgb.len() >= 3 && rgb[..3].iter().sum::<u32>() < 150, "dark background under GTK's dark theme: {background}");
+    let rgb: Vec<u32> =
+        background.as_str().unwrap().split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect();
+    assert!(
+        rgb.len() >= 3 && rgb[..3].iter().sum::<u32>() < 150,
+        "dark background under GTK's dark theme: {background}"
+    );
     app.screenshot("09-first-start-without-models-dark.png");
 }
 
@@ -512,13 +528,19 @@ fn watched_folders_are_followed_while_the_app_runs() {
     let tiny = quire_testkit::model(&quire_models::SMOLLM2);
     let app = App::start(json!({"target_model": tiny, "preload_model": false, "watched_folders": [folder]}));
     let library = |a: &App| a.text("#documents");
-    app.wait_until("the watched folder scanned at start", Duration::from_secs(120), |a| library(a).contains("notify-README.md").then_some(()));
+    app.wait_until("the watched folder scanned at start", Duration::from_secs(120), |a| {
+        library(a).contains("notify-README.md").then_some(())
+    });
     std::fs::write(folder.join("harbour.md"), "# Harbour\n\nThe harbour master keeps the tide tables.\n").unwrap();
     let started = Instant::now();
-    app.wait_until("a new file in the watched folder", Duration::from_secs(60), |a| library(a).contains("harbour.md").then_some(()));
+    app.wait_until("a new file in the watched folder", Duration::from_secs(60), |a| {
+        library(a).contains("harbour.md").then_some(())
+    });
     eprintln!("new file shown in the library {:.1} s after it was written", started.elapsed().as_secs_f64());
     std::fs::remove_file(folder.join("notify-README.md")).unwrap();
-    app.wait_until("a deleted file leaving the library", Duration::from_secs(60), |a| (!library(a).contains("notify-README.md")).then_some(()));
+    app.wait_until("a deleted file leaving the library", Duration::from_secs(60), |a| {
+        (!library(a).contains("notify-README.md")).then_some(())
+    });
     app.screenshot("10-watched-folder.png");
 }
 
@@ -588,7 +610,10 @@ fn the_ipc_refuses_what_the_ui_was_not_granted_and_nothing_leaves_the_machine() 
     let api = app.invoke("set_local_api", json!({"port": port})).unwrap();
     let (address, token) = (api["address"].as_str().unwrap().to_string(), api["token"].as_str().unwrap().to_string());
     assert_eq!(address, format!("http://127.0.0.1:{port}/v1"));
-    let models = |token: &str| match ureq::get(&format!("{address}/models")).set("Authorization", &format!("Bearer {token}")).call() {
+    let models = |token: &str| match ureq::get(&format!("{address}/models"))
+        .set("Authorization", &format!("Bearer {token}"))
+        .call()
+    {
         Ok(r) => (r.status(), r.into_string().unwrap()),
         Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
         Err(e) => (0, e.to_string()),
@@ -603,13 +628,18 @@ fn the_ipc_refuses_what_the_ui_was_not_granted_and_nothing_leaves_the_machine() 
     let key = app.invoke("key_status", json!({})).unwrap();
     assert_eq!(key["store"], "keychain", "{key}");
     app.click("#lock-button");
-    app.wait_until("the lock screen", Duration::from_secs(20), |a| a.attr("#lock-screen", "hidden").is_none().then_some(()));
+    app.wait_until("the lock screen", Duration::from_secs(20), |a| {
+        a.attr("#lock-screen", "hidden").is_none().then_some(())
+    });
     refused("history", json!({}), "locked");
     refused("key_status", json!({}), "locked");
     app.screenshot("10-locked.png");
     app.click("#unlock-button");
     app.wait_until("the unlocked library", Duration::from_secs(60), |a| {
-        (a.attr("#lock-screen", "hidden").is_some() && a.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64() == Some(documents as u64)).then_some(())
+        (a.attr("#lock-screen", "hidden").is_some()
+            && a.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64()
+                == Some(documents as u64))
+        .then_some(())
     });
     app.click("#settings-button");
     let info = app.wait_until("the key information", Duration::from_secs(10), |a| {
@@ -626,7 +656,9 @@ fn the_ipc_refuses_what_the_ui_was_not_granted_and_nothing_leaves_the_machine() 
     let outside: Vec<&str> = calls
         .lines()
         .filter(|l| l.contains("AF_INET"))
-        .filter(|l| !l.contains("inet_addr(\"127.") && !l.contains("\"::1\"") && !l.contains("inet_pton(AF_INET6, \"::1\""))
+        .filter(|l| {
+            !l.contains("inet_addr(\"127.") && !l.contains("\"::1\"") && !l.contains("inet_pton(AF_INET6, \"::1\"")
+        })
         .collect();
     let local = calls.lines().filter(|l| l.contains("AF_INET")).count();
     eprintln!("{local} loopback connection calls traced (WebDriver), {} to elsewhere", outside.len());
@@ -642,7 +674,8 @@ fn without_a_keychain_a_passphrase_protects_the_collection() {
     let no_keychain = [("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")];
     let app = App::start_with_models(smollm2_settings(), &quire_models::models_dir().unwrap(), &no_keychain);
     let reason = app.wait_until("the lock screen asking for a passphrase", Duration::from_secs(120), |a| {
-        (a.attr("#lock-screen", "hidden").is_none() && a.attr("#unlock-passphrase-label", "hidden").is_none()).then(|| a.text("#lock-reason"))
+        (a.attr("#lock-screen", "hidden").is_none() && a.attr("#unlock-passphrase-label", "hidden").is_none())
+            .then(|| a.text("#lock-reason"))
     });
     eprintln!("lock screen: {reason}");
     assert!(reason.contains("no OS keychain"), "{reason}");
@@ -661,7 +694,8 @@ fn without_a_keychain_a_passphrase_protects_the_collection() {
     app.click("#lock-button");
     // The passphrase field keeps its state from the last lock screen: wait for the screen itself.
     app.wait_until("the lock screen", Duration::from_secs(20), |a| {
-        (a.attr("#lock-screen", "hidden").is_none() && a.attr("#unlock-passphrase-label", "hidden").is_none()).then_some(())
+        (a.attr("#lock-screen", "hidden").is_none() && a.attr("#unlock-passphrase-label", "hidden").is_none())
+            .then_some(())
     });
     app.fill_password("#unlock-passphrase-input", "wrong horse");
     app.click("#unlock-button");

@@ -8,7 +8,6 @@ use serde_json::Value;
 
 const QUIRE: &str = env!("CARGO_BIN_EXE_quire");
 
-
 fn ingest_samples(home: &QuireHome, docs: &Path) {
     let out = home.quire(&["ingest", docs.to_str().unwrap()]);
     // The bad files are skipped and named; the exit status says some files failed.
@@ -27,11 +26,16 @@ fn ask(home: &QuireHome, model: &str, question: &str) -> Value {
     let out = home.quire(&["ask", "--json", "--model", model, question]);
     assert!(out.status.success(), "ask failed: {}", text(&out.stderr));
     let answer: Value = serde_json::from_slice(&out.stdout).expect("ask --json prints JSON");
-    let retrieved: Vec<&str> = answer["sources"].as_array().unwrap().iter().map(|s| s["chunk_id"].as_str().unwrap()).collect();
+    let retrieved: Vec<&str> =
+        answer["sources"].as_array().unwrap().iter().map(|s| s["chunk_id"].as_str().unwrap()).collect();
     let citations = answer["citations"].as_array().unwrap();
     assert!(!citations.is_empty(), "at least one citation");
     for c in citations {
-        assert!(retrieved.contains(&c["chunk_id"].as_str().unwrap()), "cited {} not among retrieved {retrieved:?}", c["chunk_id"]);
+        assert!(
+            retrieved.contains(&c["chunk_id"].as_str().unwrap()),
+            "cited {} not among retrieved {retrieved:?}",
+            c["chunk_id"]
+        );
     }
     // The raw model output is the constrained JSON.
     let raw: Value = serde_json::from_str(answer["raw"].as_str().unwrap()).expect("raw answer is JSON");
@@ -50,7 +54,10 @@ fn ingest_then_ask_with_the_tiny_model() {
     let out = home.quire(&["ask", "--model", "smollm2-135m", "What does the notify crate do?"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let err = text(&out.stderr);
-    let reading = err.lines().find_map(|l| l.strip_prefix("reading the question and 3 passages: ")).unwrap_or_else(|| panic!("{err}"));
+    let reading = err
+        .lines()
+        .find_map(|l| l.strip_prefix("reading the question and 3 passages: "))
+        .unwrap_or_else(|| panic!("{err}"));
     let tokens = reading.strip_suffix(" prompt tokens").unwrap_or_else(|| panic!("{reading}"));
     assert!(err.contains(&format!("({tokens} prompt + ")), "{err}");
     assert!(text(&out.stdout).contains("Sources:"), "{}", text(&out.stdout));
@@ -196,7 +203,8 @@ fn eval_answers_refuses_questions_that_do_not_match_their_documents() {
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(err.contains("not in") && err.contains("absent.md"), "{err}");
-    std::fs::write(&set, std::fs::read_to_string(&set).unwrap().lines().take(2).collect::<Vec<_>>().join("\n")).unwrap();
+    std::fs::write(&set, std::fs::read_to_string(&set).unwrap().lines().take(2).collect::<Vec<_>>().join("\n"))
+        .unwrap();
     let out = home.quire(&["eval", "answers", set.to_str().unwrap(), "--docs", docs.path().to_str().unwrap()]);
     let err = text(&out.stderr);
     assert!(!out.status.success());
@@ -212,10 +220,15 @@ fn eval_retrieval_on_a_small_beir_dataset() {
     let data = tempfile::tempdir().unwrap();
     let corpus = [
         ("d-tides", "Tides", "Ocean tides are caused by the gravitational pull of the Moon and the Sun on the oceans."),
-        ("d-bread", "Baking bread", "Yeast ferments the sugars in the dough and releases carbon dioxide, which makes bread rise."),
+        (
+            "d-bread",
+            "Baking bread",
+            "Yeast ferments the sugars in the dough and releases carbon dioxide, which makes bread rise.",
+        ),
         ("d-volcano", "Volcanoes", "A volcano erupts when magma from the mantle rises through cracks in the crust."),
     ];
-    let lines: Vec<String> = corpus.iter().map(|(id, t, x)| serde_json::json!({"_id": id, "title": t, "text": x}).to_string()).collect();
+    let lines: Vec<String> =
+        corpus.iter().map(|(id, t, x)| serde_json::json!({"_id": id, "title": t, "text": x}).to_string()).collect();
     std::fs::write(data.path().join("corpus.jsonl"), lines.join("\n")).unwrap();
     std::fs::write(
         data.path().join("queries.jsonl"),
@@ -225,7 +238,11 @@ fn eval_retrieval_on_a_small_beir_dataset() {
     )
     .unwrap();
     std::fs::create_dir(data.path().join("qrels")).unwrap();
-    std::fs::write(data.path().join("qrels/test.tsv"), "query-id\tcorpus-id\tscore\nq1\td-bread\t1\nq2\td-volcano\t1\n").unwrap();
+    std::fs::write(
+        data.path().join("qrels/test.tsv"),
+        "query-id\tcorpus-id\tscore\nq1\td-bread\t1\nq2\td-volcano\t1\n",
+    )
+    .unwrap();
     let out = home.quire(&["eval", "retrieval", data.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);

@@ -12,7 +12,6 @@ use quire_testkit::{text, QuireHome};
 
 const QUIRE: &str = env!("CARGO_BIN_EXE_quire");
 
-
 /// Notes in Markdown, each with a sentence of its own, for collections with many documents.
 fn write_notes(dir: &Path, count: usize) {
     let animals = ["otter", "heron", "lynx", "badger", "marten", "ibis", "newt", "vole"];
@@ -101,7 +100,11 @@ fn a_key_rotation_killed_anywhere_leaves_search_and_answers_working() {
         let _ = rotate.wait();
         let mut rest = String::new();
         let _ = stderr.read_to_string(&mut rest);
-        eprintln!("round {round}: killed after {delay:?} ({}), at {:?}", if finished { "already done" } else { "resealing" }, rest.rsplit('\r').next().unwrap_or(""));
+        eprintln!(
+            "round {round}: killed after {delay:?} ({}), at {:?}",
+            if finished { "already done" } else { "resealing" },
+            rest.rsplit('\r').next().unwrap_or("")
+        );
         mid_reseal += usize::from(!finished);
         for mode in ["dense", "hybrid"] {
             let out = home.quire(&["search", "Which animal was tagged with ring number 1049?", "--mode", mode]);
@@ -142,7 +145,11 @@ fn a_lost_key_manifest_is_restored_from_the_backup_not_replaced() {
     write_notes(docs.path(), 2);
     assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
     let backup = home.dir.path().join("backup.json");
-    let export = home.command(&["key", "export", backup.to_str().unwrap()]).env("QUIRE_BACKUP_PASSPHRASE", "backup words").output().unwrap();
+    let export = home
+        .command(&["key", "export", backup.to_str().unwrap()])
+        .env("QUIRE_BACKUP_PASSPHRASE", "backup words")
+        .output()
+        .unwrap();
     assert!(export.status.success(), "{}", text(&export.stderr));
 
     std::fs::remove_file(home.data_dir().join("vault.json")).unwrap();
@@ -152,7 +159,11 @@ fn a_lost_key_manifest_is_restored_from_the_backup_not_replaced() {
     assert!(text(&out.stderr).contains("quire key import"), "{}", text(&out.stderr));
     assert_eq!(quire_testkit::files_under(&home.data_dir()), before, "nothing written");
 
-    let import = home.command(&["key", "import", backup.to_str().unwrap()]).env("QUIRE_BACKUP_PASSPHRASE", "backup words").output().unwrap();
+    let import = home
+        .command(&["key", "import", backup.to_str().unwrap()])
+        .env("QUIRE_BACKUP_PASSPHRASE", "backup words")
+        .output()
+        .unwrap();
     assert!(import.status.success(), "the backup is refused: {}", text(&import.stderr));
     let list = home.quire(&["list"]);
     assert!(list.status.success() && text(&list.stdout).contains("2 documents"), "{}", text(&list.stderr));
@@ -173,7 +184,11 @@ fn a_file_swapped_for_a_named_pipe_is_skipped_not_waited_on() {
     mkfifo(&docs.path().join("pipe-from-the-start.md"));
 
     let mut ingest = Killed(
-        home.command(&["ingest", docs.path().to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(),
+        home.command(&["ingest", docs.path().to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
     );
     // The scan is done once the queue on disk names the files; the last one is then swapped.
     let queue = home.data_dir().join("ingest-queue.jsonl");
@@ -216,7 +231,11 @@ fn control_characters_in_file_names_are_printed_escaped() {
     for out in [&ingest, &list, &jobs] {
         for stream in [&out.stdout, &out.stderr] {
             assert!(!stream.contains(&0x1b) && !stream.contains(&0x07), "a raw control character: {:?}", text(stream));
-            assert!(!text(stream).lines().any(|l| l.starts_with("FAILED    forged.md")), "a forged line: {}", text(stream));
+            assert!(
+                !text(stream).lines().any(|l| l.starts_with("FAILED    forged.md")),
+                "a forged line: {}",
+                text(stream)
+            );
         }
     }
     assert!(text(&ingest.stdout).contains("\\u{1b}]0;pwned"), "{}", text(&ingest.stdout));
@@ -239,7 +258,8 @@ fn links_out_of_the_folder_are_not_followed_unless_asked() {
 
     let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "the link out is reported as skipped");
-    let line = text(&out.stderr).lines().find(|l| l.contains("diary.md")).map(str::to_owned).expect("the link out is named");
+    let line =
+        text(&out.stderr).lines().find(|l| l.contains("diary.md")).map(str::to_owned).expect("the link out is named");
     assert!(line.contains("outside the folder") && line.contains("--follow-links"), "{line}");
     let list = text(&home.quire(&["list"]).stdout);
     assert!(!list.contains("private.md") && list.contains("1 documents"), "{list}");
@@ -257,7 +277,10 @@ fn serve(home: &QuireHome) -> (Killed, u16, String) {
     let token = text(&home.quire(&["key", "api-token"]).stdout).trim().to_owned();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut server = Killed(
-        home.command(&["serve", "--port", &port.to_string(), "--model", "smollm2-135m"]).stdout(Stdio::piped()).spawn().unwrap(),
+        home.command(&["serve", "--port", &port.to_string(), "--model", "smollm2-135m"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
     );
     let mut line = String::new();
     std::io::BufReader::new(server.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
@@ -307,7 +330,12 @@ fn the_local_api_bounds_headers_and_drops_abandoned_questions() {
     let (rss_after, _) = quire_testkit::process_usage(pid);
     let mut reply = Vec::new();
     let _ = flood.read_to_end(&mut reply);
-    eprintln!("header flood: {} MiB sent; server RSS {} MB -> {} MB", sent >> 20, rss_before / 1_000_000, rss_after / 1_000_000);
+    eprintln!(
+        "header flood: {} MiB sent; server RSS {} MB -> {} MB",
+        sent >> 20,
+        rss_before / 1_000_000,
+        rss_after / 1_000_000
+    );
     assert!(rss_after < rss_before + (32 << 20), "the server grew from {rss_before} to {rss_after} bytes");
     if !reply.is_empty() {
         assert_eq!(status_of(&text(&reply)), 431, "{}", text(&reply));
@@ -316,7 +344,10 @@ fn the_local_api_bounds_headers_and_drops_abandoned_questions() {
     // 2. Five questions whose clients hang up right after asking.
     for i in 0..5 {
         let mut s = std::net::TcpStream::connect(&host).unwrap();
-        s.write_all(chat_request(port, &token, &format!("Question {i}: what does tokio do for backpressure?")).as_bytes()).unwrap();
+        s.write_all(
+            chat_request(port, &token, &format!("Question {i}: what does tokio do for backpressure?")).as_bytes(),
+        )
+        .unwrap();
         drop(s);
     }
     std::thread::sleep(Duration::from_secs(2));
@@ -324,7 +355,11 @@ fn the_local_api_bounds_headers_and_drops_abandoned_questions() {
     std::thread::sleep(Duration::from_secs(10));
     let (_, cpu_after) = quire_testkit::process_usage(pid);
     eprintln!("CPU used in the 10 s after 5 abandoned questions: {:.2} s", cpu_after - cpu_before);
-    assert!(cpu_after - cpu_before < 1.5, "abandoned questions kept the server busy: {:.2} CPU s in 10 s", cpu_after - cpu_before);
+    assert!(
+        cpu_after - cpu_before < 1.5,
+        "abandoned questions kept the server busy: {:.2} CPU s in 10 s",
+        cpu_after - cpu_before
+    );
 
     // 3. One answering and MAX_WAITING waiting: the next is told to come back later.
     let mut held = Vec::new();

@@ -15,7 +15,6 @@ const EMBEDDING_DIM: usize = 384;
 
 const QUIRE: &str = env!("CARGO_BIN_EXE_quire");
 
-
 /// Everything that identifies an index's content: its documents and its chunks, by path and
 /// place, with the sha256 of each chunk's text. (Document ids and stored hashes are keyed
 /// fingerprints, different in every collection: they are checked within one, not compared.)
@@ -50,10 +49,7 @@ async fn snapshot(dir: &Path, settled: bool) -> Snapshot {
             chunks.insert((d.path.clone(), c.seq, quire_ingest::content_hash(c.text.as_bytes())));
         }
     }
-    Snapshot {
-        documents: docs.into_iter().map(|d| (d.path, (d.content_hash, d.pages, d.chunks))).collect(),
-        chunks,
-    }
+    Snapshot { documents: docs.into_iter().map(|d| (d.path, (d.content_hash, d.pages, d.chunks))).collect(), chunks }
 }
 
 /// About 130 short documents cut from the sample Markdown (three variants of each cut), and a
@@ -74,8 +70,16 @@ fn crash_corpus() -> tempfile::TempDir {
         }
     }
     assert!(file >= 100, "{file} files");
-    std::fs::write(dir.path().join("report.docx"), quire_testkit::docx(&["Crash-safe ingestion report.", &paragraphs[0]])).unwrap();
-    std::fs::write(dir.path().join("book.epub"), quire_testkit::epub(&[("Start", &paragraphs[1]), ("End", &paragraphs[2])])).unwrap();
+    std::fs::write(
+        dir.path().join("report.docx"),
+        quire_testkit::docx(&["Crash-safe ingestion report.", &paragraphs[0]]),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("book.epub"),
+        quire_testkit::epub(&[("Start", &paragraphs[1]), ("End", &paragraphs[2])]),
+    )
+    .unwrap();
     dir
 }
 
@@ -94,8 +98,11 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
     let corpus = crash_corpus();
     let root = corpus.path();
     let corpus_path = root.to_str().unwrap();
-    let mut names: Vec<String> =
-        std::fs::read_dir(root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".md")).collect();
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .collect();
     names.sort();
 
     // Twenty-odd runs, each killed (SIGKILL: no destructor, no flush, like a power cut) at a
@@ -119,10 +126,15 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
             }
             if runs % 5 == 0 {
                 let _ = std::fs::remove_file(root.join(&names[(rng.unit() * names.len() as f64) as usize]));
-                std::fs::write(root.join(format!("added-{runs}.md")), format!("Added in run {runs}: the ferry timetable changes in winter.\n")).unwrap();
+                std::fs::write(
+                    root.join(format!("added-{runs}.md")),
+                    format!("Added in run {runs}: the ferry timetable changes in winter.\n"),
+                )
+                .unwrap();
             }
         }
-        let mut child = crashed.command(&["ingest", corpus_path]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child =
+            crashed.command(&["ingest", corpus_path]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
         let at = 0.1 + rng.unit() * if runs == 1 { 8.0 } else { 2.5 };
         std::thread::sleep(Duration::from_secs_f64(at));
         let killed = child.try_wait().unwrap().is_none();
@@ -133,7 +145,12 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
         child.wait().unwrap();
         // Even right after a kill, every stored document is complete.
         let now = snapshot(&crashed.data_dir(), !killed).await;
-        println!("run {runs}: {} at {at:.2} s; {} documents, {} chunks stored", if killed { "killed" } else { "finished" }, now.documents.len(), now.chunks.len());
+        println!(
+            "run {runs}: {} at {at:.2} s; {} documents, {} chunks stored",
+            if killed { "killed" } else { "finished" },
+            now.documents.len(),
+            now.chunks.len()
+        );
     }
 
     // The queue says what is left; `quire ingest` without paths finishes it.
@@ -156,7 +173,11 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
     assert!(clean.quire(&["ingest", corpus_path]).status.success());
     let expected = snapshot(&clean.data_dir(), true).await;
     assert_eq!(expected.documents.len(), files);
-    println!("after {kills} kills in {runs} runs: {} documents, {} chunks, equal to a clean ingestion", after.documents.len(), after.chunks.len());
+    println!(
+        "after {kills} kills in {runs} runs: {} documents, {} chunks, equal to a clean ingestion",
+        after.documents.len(),
+        after.chunks.len()
+    );
     assert_eq!(after, expected, "the index after crashes differs from a clean ingestion");
 }
 
@@ -173,8 +194,17 @@ fn bad_files_are_reported_and_cost_nothing_else() {
     let root = docs.path();
     let write = |name: &str, bytes: &[u8]| std::fs::write(root.join(name), bytes).unwrap();
     // Good files in every format.
-    write("report.docx", &quire_testkit::docx(&["The annual report of the lighthouse society.", "Membership rose to 212."]));
-    write("book.epub", &quire_testkit::epub(&[("Tides", "Spring tides follow the full and new moon."), ("Storms", "Storm surges add to them.")]));
+    write(
+        "report.docx",
+        &quire_testkit::docx(&["The annual report of the lighthouse society.", "Membership rose to 212."]),
+    );
+    write(
+        "book.epub",
+        &quire_testkit::epub(&[
+            ("Tides", "Spring tides follow the full and new moon."),
+            ("Storms", "Storm surges add to them."),
+        ]),
+    );
     write("page.html", b"<html><body><h1>Harbour</h1><p>The harbour master keeps the tide tables.</p></body></html>");
     // Bad ones.
     write("secret.pdf", &quire_testkit::encrypted_pdf());
@@ -213,7 +243,10 @@ fn bad_files_are_reported_and_cost_nothing_else() {
         bad.push(("unreadable.md", "ermission"));
     }
     for (name, why) in &bad {
-        let line = err.lines().find(|l| l.contains(&format!("/{name}:"))).unwrap_or_else(|| panic!("{name} not reported: {err}"));
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("/{name}:")))
+            .unwrap_or_else(|| panic!("{name} not reported: {err}"));
         assert!(line.contains(why), "{name}: expected the reason to mention {why:?}: {line}");
     }
     let list = text(&home.quire(&["list"]).stdout);
@@ -229,7 +262,9 @@ fn bad_files_are_reported_and_cost_nothing_else() {
     let stats = text(&out.stdout);
     let peak_mb: f64 = stats
         .lines()
-        .find_map(|l| l.strip_prefix("peak RSS: ").and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok()))
+        .find_map(|l| {
+            l.strip_prefix("peak RSS: ").and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok())
+        })
         .unwrap_or_else(|| panic!("no peak RSS in {stats}"));
     println!("peak RSS while ingesting the bad corpus: {peak_mb} MB");
     assert!(peak_mb < 1024.0, "peak RSS {peak_mb} MB");
@@ -241,7 +276,11 @@ fn bad_files_are_reported_and_cost_nothing_else() {
 fn a_parser_that_runs_too_long_or_allocates_too_much_is_stopped() {
     let docs = quire_testkit::copy_samples(&["4ti2_manual.pdf", "markdown/notify-README.md"]);
     let home = QuireHome::new(QUIRE);
-    let out = home.command(&["ingest", docs.path().to_str().unwrap()]).env("QUIRE_LOADER_TIMEOUT_S", "0.05").output().unwrap();
+    let out = home
+        .command(&["ingest", docs.path().to_str().unwrap()])
+        .env("QUIRE_LOADER_TIMEOUT_S", "0.05")
+        .output()
+        .unwrap();
     eprintln!("{}{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
@@ -253,7 +292,8 @@ fn a_parser_that_runs_too_long_or_allocates_too_much_is_stopped() {
     let big = tempfile::tempdir().unwrap();
     let big_docx = big.path().join("big.docx");
     std::fs::write(&big_docx, quire_testkit::docx(&[&"lorem ipsum ".repeat(5_000_000)])).unwrap();
-    let out = home.command(&["ingest", big_docx.to_str().unwrap()]).env("QUIRE_LOADER_MEMORY_MB", "32").output().unwrap();
+    let out =
+        home.command(&["ingest", big_docx.to_str().unwrap()]).env("QUIRE_LOADER_MEMORY_MB", "32").output().unwrap();
     let err = text(&out.stderr);
     eprintln!("{err}");
     assert_eq!(out.status.code(), Some(2));
@@ -283,13 +323,22 @@ fn quire_watch_follows_a_folder_until_stopped() {
     // test, not a "not listed".
     let listed = |name: &str| {
         let out = home.command(&["list"]).output().unwrap();
-        assert!(out.status.success(), "quire list failed beside quire watch:\n{}\nwatch printed:\n{}", text(&out.stderr), printed());
+        assert!(
+            out.status.success(),
+            "quire list failed beside quire watch:\n{}\nwatch printed:\n{}",
+            text(&out.stderr),
+            printed()
+        );
         text(&out.stdout).contains(name)
     };
     let wait_for = |what: &str, check: &dyn Fn() -> bool| {
         let until = std::time::Instant::now() + Duration::from_secs(120);
         while !check() {
-            assert!(std::time::Instant::now() < until, "quire watch did not follow: {what}; it printed:\n{}", printed());
+            assert!(
+                std::time::Instant::now() < until,
+                "quire watch did not follow: {what}; it printed:\n{}",
+                printed()
+            );
             std::thread::sleep(Duration::from_millis(300));
         }
     };
@@ -299,7 +348,9 @@ fn quire_watch_follows_a_folder_until_stopped() {
     std::fs::remove_file(folder.join("notify-README.md")).unwrap();
     wait_for("a deleted file", &|| !listed("notify-README.md"));
     // The watcher reports a removal just after committing it: `list` can see it first.
-    wait_for("the removal reported", &|| printed().lines().any(|l| l.starts_with("removed   ") && l.contains("notify-README.md")));
+    wait_for("the removal reported", &|| {
+        printed().lines().any(|l| l.starts_with("removed   ") && l.contains("notify-README.md"))
+    });
     watch.kill().unwrap();
     watch.wait().unwrap();
     let printed = printed();

@@ -12,9 +12,9 @@ use quire_testkit::{text, QuireHome};
 
 const QUIRE: &str = env!("CARGO_BIN_EXE_quire");
 
-
 /// Phrases of tokio-README.md, and its file name (paths are private too).
-const PHRASES: [&str; 5] = ["work-stealing", "backpressure", "event-driven, non-blocking", "bare-metal", "tokio-README"];
+const PHRASES: [&str; 5] =
+    ["work-stealing", "backpressure", "event-driven, non-blocking", "bare-metal", "tokio-README"];
 
 /// The grep below can only find nothing if LanceDB stores text where a grep would see it: the
 /// same chunk written without encryption is found, phrase by phrase.
@@ -66,15 +66,23 @@ fn data_folder_reveals_nothing_and_a_missing_key_fails_cleanly_until_restored() 
     assert!(out.status.success(), "ask: {}", text(&out.stderr));
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let said = answer["text"].as_str().unwrap().to_lowercase();
-    assert!(said.contains("work-stealing") || said.contains("multithreaded") || said.contains("multi-threaded"), "{said}");
-    let cited: Vec<&str> = answer["citations"].as_array().unwrap().iter().map(|c| c["path"].as_str().unwrap()).collect();
+    assert!(
+        said.contains("work-stealing") || said.contains("multithreaded") || said.contains("multi-threaded"),
+        "{said}"
+    );
+    let cited: Vec<&str> =
+        answer["citations"].as_array().unwrap().iter().map(|c| c["path"].as_str().unwrap()).collect();
     assert!(cited.iter().any(|p| p.ends_with("tokio-README.md")), "cites the tokio README: {cited:?}");
 
     // The data folder holds none of the document's words, nor its name.
     let data = home.data_dir();
     assert!(quire_testkit::files_under(&data).len() > 5, "the data folder has its files");
     for phrase in PHRASES {
-        assert_eq!(quire_testkit::files_holding(&data, phrase), Vec::<PathBuf>::new(), "{phrase:?} readable in the data folder");
+        assert_eq!(
+            quire_testkit::files_holding(&data, phrase),
+            Vec::<PathBuf>::new(),
+            "{phrase:?} readable in the data folder"
+        );
     }
 
     // A key backup, then the keychain entry lost.
@@ -83,7 +91,11 @@ fn data_folder_reveals_nothing_and_a_missing_key_fails_cleanly_until_restored() 
     export.env("QUIRE_BACKUP_PASSPHRASE", "a long backup passphrase");
     assert!(home.run(export, &["key", "export"]).status.success());
     let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(data.join("vault.json")).unwrap()).unwrap();
-    let entry = format!("collection {} key {}", manifest["collection"].as_str().unwrap(), manifest["current"].as_str().unwrap());
+    let entry = format!(
+        "collection {} key {}",
+        manifest["collection"].as_str().unwrap(),
+        manifest["current"].as_str().unwrap()
+    );
     let cleared = Command::new("secret-tool").args(["clear", "service", "Quire", "username", &entry]).status().unwrap();
     assert!(cleared.success());
 
@@ -122,7 +134,17 @@ fn ingest_and_ask_make_no_network_connection() {
     // The watch sees a connection when there is one (to a closed local port: refused, but tried).
     let probe = trace.with_extension("probe");
     Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=connect", "-o", probe.to_str().unwrap(), "bash", "-c", "echo > /dev/tcp/127.0.0.1/9"])
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=connect",
+            "-o",
+            probe.to_str().unwrap(),
+            "bash",
+            "-c",
+            "echo > /dev/tcp/127.0.0.1/9",
+        ])
         .status()
         .unwrap();
     assert!(std::fs::read_to_string(&probe).unwrap().contains("AF_INET"), "strace shows a tried connection");
@@ -135,7 +157,8 @@ fn ingest_and_ask_make_no_network_connection() {
     .enumerate()
     {
         let log = trace.with_extension(i.to_string());
-        let mut strace_args = vec!["-f", "-qq", "-e", "trace=connect,sendto,sendmsg,sendmmsg", "-o", log.to_str().unwrap(), quire];
+        let mut strace_args =
+            vec!["-f", "-qq", "-e", "trace=connect,sendto,sendmsg,sendmmsg", "-o", log.to_str().unwrap(), quire];
         strace_args.extend(args.iter().copied());
         let mut c = home.program("strace", &strace_args);
         c.env("QUIRE_PASSPHRASE", "offline test");
@@ -188,7 +211,14 @@ fn the_local_api_answers_this_machine_with_its_token_only() {
 
     let (status, body) = http(port, &host, None, "GET", "/v1/models", "");
     assert_eq!(status, 401, "no token: {body}");
-    let (status, _) = http(port, &host, Some("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"), "GET", "/v1/models", "");
+    let (status, _) = http(
+        port,
+        &host,
+        Some("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"),
+        "GET",
+        "/v1/models",
+        "",
+    );
     assert_eq!(status, 401, "a wrong token");
     let (status, _) = http(port, &format!("attacker.example:{port}"), Some(&token), "GET", "/v1/models", "");
     assert_eq!(status, 403, "a foreign Host header (DNS rebinding)");
@@ -215,7 +245,8 @@ fn the_local_api_answers_this_machine_with_its_token_only() {
 
     // Bound to the loopback only: another address of this machine is refused.
     let others = Command::new("hostname").arg("-I").output().map(|o| text(&o.stdout)).unwrap_or_default();
-    for ip in others.split_whitespace().filter_map(|a| a.parse::<std::net::IpAddr>().ok()).filter(|a| !a.is_loopback()) {
+    for ip in others.split_whitespace().filter_map(|a| a.parse::<std::net::IpAddr>().ok()).filter(|a| !a.is_loopback())
+    {
         assert!(std::net::TcpStream::connect((ip, port)).is_err(), "reachable on {ip}");
     }
 }

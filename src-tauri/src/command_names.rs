@@ -37,10 +37,14 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("capabilities");
         let mut granted = Vec::new();
         for entry in std::fs::read_dir(dir).unwrap() {
-            let caps: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
+            let caps: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
             for p in caps["permissions"].as_array().unwrap() {
                 let p = p.as_str().unwrap();
-                assert!(!p.contains("shell") && !p.contains("fs:") && !p.contains("http"), "no shell, file system or HTTP plugin: {p}");
+                assert!(
+                    !p.contains("shell") && !p.contains("fs:") && !p.contains("http"),
+                    "no shell, file system or HTTP plugin: {p}"
+                );
                 if let Some(name) = p.strip_prefix("allow-") {
                     granted.push(name.replace('-', "_"));
                 }

@@ -9,8 +9,8 @@ use tauri::{AppHandle, Emitter, Manager, State};
 
 use quire_engine::history::Exchange;
 use quire_engine::memory::{self, MemoryReading};
-use quire_engine::{Answer, Cancelled, Event, FileOutcome, MemoryBudget};
 use quire_engine::ModelFootprint;
+use quire_engine::{Answer, Cancelled, Event, FileOutcome, MemoryBudget};
 
 use crate::ipc::*;
 use crate::settings::Settings;
@@ -126,11 +126,7 @@ pub async fn run_ingestion(app: &AppHandle, state: &AppState, work: IngestWork) 
     Ok(IngestSummary {
         indexed: report.count(|o| matches!(o, FileOutcome::Indexed { .. })),
         unchanged: report.count(|o| matches!(o, FileOutcome::Unchanged)),
-        failed: report
-            .failed()
-            .into_iter()
-            .map(|(p, r)| FailedFile { path: p.into(), reason: r.into() })
-            .collect(),
+        failed: report.failed().into_iter().map(|(p, r)| FailedFile { path: p.into(), reason: r.into() }).collect(),
         chunks: report.chunks(),
         cancelled: cancel.is_cancelled(),
     })
@@ -142,7 +138,11 @@ pub async fn choose_and_add(app: AppHandle, state: State<'_, AppState>, folders:
     use tauri_plugin_dialog::DialogExt;
     let dialog = app.dialog().file().set_title(if folders { "Add folders to Quire" } else { "Add files to Quire" });
     let picked = tauri::async_runtime::spawn_blocking(move || {
-        if folders { dialog.blocking_pick_folders() } else { dialog.blocking_pick_files() }
+        if folders {
+            dialog.blocking_pick_folders()
+        } else {
+            dialog.blocking_pick_files()
+        }
     })
     .await
     .map_err(|e| e.to_string())?;
@@ -162,9 +162,13 @@ pub async fn ask(state: State<'_, AppState>, question: String, on_event: Channel
     let engine = state.engine().await.map_err(say)?;
     let cancel = start_job(&state.answer_cancel);
     let result = engine
-        .ask(&question, &mut |event| {
-            let _ = on_event.send(event);
-        }, &cancel)
+        .ask(
+            &question,
+            &mut |event| {
+                let _ = on_event.send(event);
+            },
+            &cancel,
+        )
         .await;
     match result {
         Ok(answer) => {
@@ -227,7 +231,12 @@ pub async fn switch_collection(app: AppHandle, state: State<'_, AppState>, name:
 /// Picks the answer (target) and draft GGUF files; `None` keeps the default. Refuses a file that
 /// is not a readable GGUF model; warns (without refusing) when it would not fit in memory.
 #[tauri::command]
-pub async fn set_models(app: AppHandle, state: State<'_, AppState>, target: Option<String>, draft: Option<String>) -> Reply<SetModelsResult> {
+pub async fn set_models(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    target: Option<String>,
+    draft: Option<String>,
+) -> Reply<SetModelsResult> {
     let mut warnings = Vec::new();
     let available = MemoryReading::now().machine_available_bytes;
     for (role, path) in [("answer", &target), ("draft", &draft)] {
@@ -354,9 +363,12 @@ pub async fn rotate_key(app: AppHandle, state: State<'_, AppState>) -> Reply<usi
     let engine = state.engine().await.map_err(say)?;
     let emitter = app.clone();
     let resealed = engine
-        .rotate_key(&mut |done, total| {
-            let _ = emitter.emit(EVENT_RESEAL, (done, total));
-        }, &quire_engine::Cancel::new())
+        .rotate_key(
+            &mut |done, total| {
+                let _ = emitter.emit(EVENT_RESEAL, (done, total));
+            },
+            &quire_engine::Cancel::new(),
+        )
         .await
         .map_err(say)?;
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
@@ -366,7 +378,11 @@ pub async fn rotate_key(app: AppHandle, state: State<'_, AppState>) -> Reply<usi
 /// Saves a backup of the collection's key, sealed under `backup_passphrase`, where the user
 /// picks in the system's save dialog (the UI never names a path). Returns where it went.
 #[tauri::command]
-pub async fn export_key(app: AppHandle, state: State<'_, AppState>, backup_passphrase: String) -> Reply<Option<String>> {
+pub async fn export_key(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    backup_passphrase: String,
+) -> Reply<Option<String>> {
     use tauri_plugin_dialog::DialogExt;
     if backup_passphrase.chars().count() < 8 {
         return Err("choose a backup passphrase of at least 8 characters".into());
@@ -374,11 +390,14 @@ pub async fn export_key(app: AppHandle, state: State<'_, AppState>, backup_passp
     let engine = state.engine().await.map_err(say)?;
     let backup = engine.export_key(&quire_engine::Secret::new(backup_passphrase)).map_err(say)?;
     let dialog = app.dialog().file().set_title("Save the key backup").set_file_name("quire-key-backup.json");
-    let Some(picked) = tauri::async_runtime::spawn_blocking(move || dialog.blocking_save_file()).await.map_err(|e| e.to_string())? else {
+    let Some(picked) =
+        tauri::async_runtime::spawn_blocking(move || dialog.blocking_save_file()).await.map_err(|e| e.to_string())?
+    else {
         return Ok(None);
     };
     let path = picked.into_path().map_err(|e| e.to_string())?;
-    quire_engine::write_private(&path, backup.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    quire_engine::write_private(&path, backup.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(Some(path.display().to_string()))
 }
 
@@ -388,7 +407,9 @@ pub async fn export_key(app: AppHandle, state: State<'_, AppState>, backup_passp
 pub async fn import_key(app: AppHandle, state: State<'_, AppState>, backup_passphrase: String) -> Reply<bool> {
     use tauri_plugin_dialog::DialogExt;
     let dialog = app.dialog().file().set_title("Open a key backup").add_filter("Quire key backup", &["json"]);
-    let Some(picked) = tauri::async_runtime::spawn_blocking(move || dialog.blocking_pick_file()).await.map_err(|e| e.to_string())? else {
+    let Some(picked) =
+        tauri::async_runtime::spawn_blocking(move || dialog.blocking_pick_file()).await.map_err(|e| e.to_string())?
+    else {
         return Ok(false);
     };
     let path = picked.into_path().map_err(|e| e.to_string())?;

@@ -18,10 +18,16 @@ pub const EVENT_RESEAL: &str = "reseal"; // (done, total) documents resealed und
 pub enum EngineState {
     Opening,
     Ready,
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
     /// The collection's key is not in memory. `needs_passphrase`: unlocking takes one;
     /// `key_missing`: the key is gone from the keychain and a backup must be imported.
-    Locked { reason: String, needs_passphrase: bool, key_missing: bool },
+    Locked {
+        reason: String,
+        needs_passphrase: bool,
+        key_missing: bool,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, TS)]

@@ -9,9 +9,14 @@ use anyhow::{Context, Result};
 /// for a link to somewhere else since), so the opener never runs a program or a script.
 pub fn open_document(path: &Path) -> Result<()> {
     anyhow::ensure!(path.is_absolute(), "{} is not an absolute path", path.display());
-    let meta = std::fs::symlink_metadata(path)
-        .with_context(|| format!("{} is no longer there: it was moved or deleted since it was indexed", path.display()))?;
+    let meta = std::fs::symlink_metadata(path).with_context(|| {
+        format!("{} is no longer there: it was moved or deleted since it was indexed", path.display())
+    })?;
     anyhow::ensure!(meta.is_file(), "{} is no longer a regular file; it is not opened", path.display());
-    anyhow::ensure!(quire_ingest::is_supported(path), "{} is not a document kind Quire indexes; it is not opened", path.display());
+    anyhow::ensure!(
+        quire_ingest::is_supported(path),
+        "{} is not a document kind Quire indexes; it is not opened",
+        path.display()
+    );
     open::that_detached(path).with_context(|| format!("the system could not open {}", path.display()))
 }

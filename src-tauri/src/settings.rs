@@ -52,7 +52,11 @@ impl Settings {
             Err(e) => {
                 let aside = path.with_extension("json.damaged");
                 let _ = std::fs::rename(&path, &aside);
-                eprintln!("settings file {} is damaged ({e}); kept as {} and using defaults", path.display(), aside.display());
+                eprintln!(
+                    "settings file {} is damaged ({e}); kept as {} and using defaults",
+                    path.display(),
+                    aside.display()
+                );
                 Settings::default()
             }
         }

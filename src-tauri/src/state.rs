@@ -107,8 +107,8 @@ impl AppState {
             loader: Some(quire_engine::Isolation::current_exe()?),
             keys: self.key_access(),
             follow_links: false,
-        embedder_pass: quire_engine::ForwardPass::from_env(),
-        read_ahead: true,
+            embedder_pass: quire_engine::ForwardPass::from_env(),
+            read_ahead: true,
         })
     }
 
@@ -138,9 +138,9 @@ impl AppState {
             Err(e) => {
                 let reason = format!("{e:#}");
                 *slot = match e.downcast_ref::<VaultError>() {
-                    Some(VaultError::PassphraseNeeded | VaultError::WrongPassphrase | VaultError::NoKeychain { .. }) => {
-                        EngineSlot::Locked(Lock::NeedsPassphrase(reason))
-                    }
+                    Some(
+                        VaultError::PassphraseNeeded | VaultError::WrongPassphrase | VaultError::NoKeychain { .. },
+                    ) => EngineSlot::Locked(Lock::NeedsPassphrase(reason)),
                     Some(VaultError::KeyMissing { .. }) => EngineSlot::Locked(Lock::KeyMissing(reason)),
                     _ => EngineSlot::Failed(reason),
                 };
@@ -156,7 +156,8 @@ impl AppState {
         cancel_job(&self.answer_cancel);
         *self.passphrase.lock().expect("passphrase lock") = None;
         let mut slot = self.engine.write().await;
-        let by_passphrase = matches!(&*slot, EngineSlot::Ready(e) if e.key_info().store == quire_engine::KeyStore::Passphrase);
+        let by_passphrase =
+            matches!(&*slot, EngineSlot::Ready(e) if e.key_info().store == quire_engine::KeyStore::Passphrase);
         *slot = EngineSlot::Locked(if by_passphrase {
             Lock::NeedsPassphrase("Quire is locked: enter the collection's passphrase.".into())
         } else {

@@ -95,20 +95,34 @@ impl Server {
         }
         let request = match tokio::time::timeout(Duration::from_secs(30), read_request(&mut stream)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) if e.is::<HeadTooLarge>() => return respond(stream.get_mut(), 431, &error_body(&format!("{e:#}"))).await,
+            Ok(Err(e)) if e.is::<HeadTooLarge>() => {
+                return respond(stream.get_mut(), 431, &error_body(&format!("{e:#}"))).await
+            }
             Ok(Err(e)) => return respond(stream.get_mut(), 400, &error_body(&format!("{e:#}"))).await,
             Err(_) => return respond(stream.get_mut(), 408, &error_body("the request took too long to arrive")).await,
         };
         let port = self.local_addr()?.port();
         let host_ok = request.host.as_deref().is_some_and(|h| {
-            [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")].iter().any(|ok| h.eq_ignore_ascii_case(ok))
+            [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")]
+                .iter()
+                .any(|ok| h.eq_ignore_ascii_case(ok))
         });
         if !host_ok {
-            return respond(stream.get_mut(), 403, &error_body("the Host header must name 127.0.0.1 or localhost with this port")).await;
+            return respond(
+                stream.get_mut(),
+                403,
+                &error_body("the Host header must name 127.0.0.1 or localhost with this port"),
+            )
+            .await;
         }
         let presented = request.bearer.as_deref().unwrap_or("");
         if !same_secret(presented.as_bytes(), self.token.as_bytes()) {
-            return respond(stream.get_mut(), 401, &error_body("missing or wrong bearer token (`quire key api-token` prints it)")).await;
+            return respond(
+                stream.get_mut(),
+                401,
+                &error_body("missing or wrong bearer token (`quire key api-token` prints it)"),
+            )
+            .await;
         }
         match (request.method.as_str(), request.path.as_str()) {
             ("GET", "/v1/models") => {
@@ -118,14 +132,29 @@ impl Server {
             ("POST", "/v1/chat/completions") => {
                 let chat: ChatRequest = match serde_json::from_slice(&request.body) {
                     Ok(c) => c,
-                    Err(e) => return respond(stream.get_mut(), 400, &error_body(&format!("the body is not a chat request: {e}"))).await,
+                    Err(e) => {
+                        return respond(
+                            stream.get_mut(),
+                            400,
+                            &error_body(&format!("the body is not a chat request: {e}")),
+                        )
+                        .await
+                    }
                 };
-                let Some(question) = chat.messages.iter().rev().find(|m| m.role == "user").map(|m| m.content.text()) else {
+                let Some(question) = chat.messages.iter().rev().find(|m| m.role == "user").map(|m| m.content.text())
+                else {
                     return respond(stream.get_mut(), 400, &error_body("no user message to answer")).await;
                 };
                 self.chat(stream.into_inner(), &question, chat.stream).await
             }
-            _ => respond(stream.get_mut(), 404, &error_body("unknown endpoint: use GET /v1/models or POST /v1/chat/completions")).await,
+            _ => {
+                respond(
+                    stream.get_mut(),
+                    404,
+                    &error_body("unknown endpoint: use GET /v1/models or POST /v1/chat/completions"),
+                )
+                .await
+            }
         }
     }
 
@@ -161,11 +190,15 @@ impl Server {
             let (q, cancel) = (question.to_owned(), cancel.clone());
             tokio::spawn(async move {
                 engine
-                    .ask(&q, &mut |e| {
-                        if let Event::AnswerDelta { text } = e {
-                            let _ = tx.send(text);
-                        }
-                    }, &cancel)
+                    .ask(
+                        &q,
+                        &mut |e| {
+                            if let Event::AnswerDelta { text } = e {
+                                let _ = tx.send(text);
+                            }
+                        },
+                        &cancel,
+                    )
                     .await
             })
         };
@@ -396,7 +429,10 @@ mod tests {
 
     #[test]
     fn message_content_as_text_or_parts() {
-        let m: Message = serde_json::from_str(r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}"#).unwrap();
+        let m: Message = serde_json::from_str(
+            r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}"#,
+        )
+        .unwrap();
         assert_eq!(m.content.text(), "a\nb");
         let m: Message = serde_json::from_str(r#"{"role":"user","content":"q"}"#).unwrap();
         assert_eq!(m.content.text(), "q");

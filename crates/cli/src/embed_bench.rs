@@ -106,7 +106,7 @@ pub fn run(args: EmbedArgs) -> Result<()> {
     }
     let work = tempfile::tempdir().context("cannot make a temporary folder")?;
     let input = work.path().join("texts.jsonl");
-    let lines: Vec<String> = texts.iter().map(|t| serde_json::to_string(t)).collect::<Result<_, _>>()?;
+    let lines: Vec<String> = texts.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
     std::fs::write(&input, lines.join("\n"))?;
     let output = work.path().join("reference.json");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tools/embed_reference.py");

@@ -181,7 +181,10 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
         }
     }
     let qps = |t: Duration| queries.len() as f64 / t.as_secs_f64().max(1e-9);
-    println!("{:<26} {:>8} {:>10} {:>11} {:>8} {:>10}", "mode", "nDCG@10", "recall@10", "recall@100", "MRR@10", "queries/s");
+    println!(
+        "{:<26} {:>8} {:>10} {:>11} {:>8} {:>10}",
+        "mode", "nDCG@10", "recall@10", "recall@100", "MRR@10", "queries/s"
+    );
     for (i, (name, per_query)) in scores.iter().enumerate() {
         let m = mean_scores(per_query);
         let speed = match i {
@@ -254,7 +257,15 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         })
         .collect();
     for (name, m) in &table {
-        println!("{:<26} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>8.1}", name, 100.0 * m[0], 100.0 * m[1], 100.0 * m[2], 100.0 * m[3], 100.0 * m[4]);
+        println!(
+            "{:<26} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>8.1}",
+            name,
+            100.0 * m[0],
+            100.0 * m[1],
+            100.0 * m[2],
+            100.0 * m[3],
+            100.0 * m[4]
+        );
     }
 
     // Answers through the whole pipeline.
@@ -307,8 +318,10 @@ async fn answers(args: AnswersArgs) -> Result<()> {
                 serde_json::json!({ "mode": name.trim(), "hit_at_1": m[0], "hit_at_3": m[1], "hit_at_5": m[2], "hit_at_10": m[3], "mrr_at_10": m[4] })
             })
             .collect();
-        let json = serde_json::json!({ "top_k": top_k, "summary": summary, "retrieval": retrieval, "answers": details });
-        std::fs::write(path, serde_json::to_string_pretty(&json)?).with_context(|| format!("cannot write {}", path.display()))?;
+        let json =
+            serde_json::json!({ "top_k": top_k, "summary": summary, "retrieval": retrieval, "answers": details });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }
@@ -332,7 +345,10 @@ async fn check_gold_passages(engine: &Engine, cases: &[AnswerCase]) -> Result<()
             .iter()
             .any(|c| case.is_gold_page(&doc.path, c.page) && quire_engine::find_quote(&c.text, evidence).is_some());
         if !on_gold_page {
-            problems.push(format!("\"{}\": \"{evidence}\" is not on page(s) {:?} of {}", case.question, case.pages, case.document));
+            problems.push(format!(
+                "\"{}\": \"{evidence}\" is not on page(s) {:?} of {}",
+                case.question, case.pages, case.document
+            ));
         }
     }
     if !problems.is_empty() {
@@ -368,7 +384,12 @@ pub(crate) async fn open_with_documents(
     if let Some((path, why)) = report.failed().first() {
         bail!("cannot ingest {path}: {why}");
     }
-    println!("ingested {} documents ({} chunks) in {:.0} s", files.len(), report.chunks(), started.elapsed().as_secs_f64());
+    println!(
+        "ingested {} documents ({} chunks) in {:.0} s",
+        files.len(),
+        report.chunks(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(engine)
 }
 

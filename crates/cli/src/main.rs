@@ -18,7 +18,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, JobState, SearchMode};
 
 #[derive(Parser)]
-#[command(name = "quire", version, about = "A private, offline knowledge base: ingest documents, ask questions, get cited answers.")]
+#[command(
+    name = "quire",
+    version,
+    about = "A private, offline knowledge base: ingest documents, ask questions, get cited answers."
+)]
 struct Cli {
     /// Folder for Quire's data and models (default: $QUIRE_HOME or the platform's data folder).
     #[arg(long, global = true)]
@@ -199,7 +203,11 @@ async fn run(command: Command) -> Result<ExitCode> {
                 listed += 1;
             }
             let queued = jobs.iter().filter(|j| j.state == JobState::Queued).count();
-            println!("{queued} queued, {} failed{}", listed - queued, if queued > 0 { " (`quire ingest` finishes the queued ones)" } else { "" });
+            println!(
+                "{queued} queued, {} failed{}",
+                listed - queued,
+                if queued > 0 { " (`quire ingest` finishes the queued ones)" } else { "" }
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Optimize => {
@@ -297,11 +305,16 @@ async fn key(action: KeyAction) -> Result<ExitCode> {
         KeyAction::Status => {
             let engine = Engine::open(config).await?;
             let info = engine.key_info();
-            println!("collection {}: key {} kept in the {}", info.collection, info.key_id, match info.store {
-                quire_engine::KeyStore::Keychain => "OS keychain",
-                quire_engine::KeyStore::Passphrase => "collection folder, sealed under its passphrase",
-                quire_engine::KeyStore::Memory => "memory only (a throwaway collection)",
-            });
+            println!(
+                "collection {}: key {} kept in the {}",
+                info.collection,
+                info.key_id,
+                match info.store {
+                    quire_engine::KeyStore::Keychain => "OS keychain",
+                    quire_engine::KeyStore::Passphrase => "collection folder, sealed under its passphrase",
+                    quire_engine::KeyStore::Memory => "memory only (a throwaway collection)",
+                }
+            );
             if !info.rotating_from.is_empty() {
                 println!("rotation under way from {}", info.rotating_from.join(", "));
             }
@@ -310,7 +323,8 @@ async fn key(action: KeyAction) -> Result<ExitCode> {
             let engine = Engine::open(config).await?;
             let pass = backup_passphrase()?;
             let backup = engine.export_key(&pass)?;
-            quire_engine::write_private(&file, backup.as_bytes()).with_context(|| format!("cannot write {}", file.display()))?;
+            quire_engine::write_private(&file, backup.as_bytes())
+                .with_context(|| format!("cannot write {}", file.display()))?;
             println!("key backup written to {} (keep it and its passphrase apart)", file.display());
         }
         KeyAction::Rotate => {
@@ -338,7 +352,6 @@ fn backup_passphrase() -> Result<quire_engine::Secret> {
     anyhow::ensure!(!line.is_empty(), "no backup passphrase given (set QUIRE_BACKUP_PASSPHRASE or type one)");
     Ok(quire_engine::Secret::new(line))
 }
-
 
 fn resolve_model(name_or_path: &str) -> Result<PathBuf> {
     let path = PathBuf::from(name_or_path);
@@ -476,7 +489,8 @@ async fn watch(folders: Vec<PathBuf>, follow_links: bool) -> Result<ExitCode> {
         for e in watcher.take_errors() {
             eprintln!("watch: {}", shown(&e));
         }
-        let report = engine.sync_paths(&paths, &mut |e| show_ingest_event(&ProgressBar::hidden(), e), &Cancel::new()).await?;
+        let report =
+            engine.sync_paths(&paths, &mut |e| show_ingest_event(&ProgressBar::hidden(), e), &Cancel::new()).await?;
         if !report.files.is_empty() {
             summarise(&report);
         }
@@ -486,9 +500,14 @@ async fn watch(folders: Vec<PathBuf>, follow_links: bool) -> Result<ExitCode> {
 
 fn duration_text(secs: f32) -> String {
     let s = secs.round() as u64;
-    if s >= 3600 { format!("{}h{:02}m", s / 3600, (s % 3600) / 60) } else if s >= 60 { format!("{}m{:02}s", s / 60, s % 60) } else { format!("{s}s") }
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
 }
-
 
 async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCode> {
     let engine = Engine::open(config).await?;
@@ -503,27 +522,31 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
     );
     let mut passages = 0;
     let answer = engine
-        .ask(question, &mut |event| match event {
-            Event::Retrieved { sources } => passages = sources.len(),
-            Event::PromptProgress { done, total } => {
-                if bar.length() == Some(0) {
-                    bar.set_length(total as u64);
-                    bar.set_message(format!("reading {passages} passages"));
-                    if bar.is_hidden() && !json {
-                        eprintln!("reading the question and {passages} passages: {total} prompt tokens");
+        .ask(
+            question,
+            &mut |event| match event {
+                Event::Retrieved { sources } => passages = sources.len(),
+                Event::PromptProgress { done, total } => {
+                    if bar.length() == Some(0) {
+                        bar.set_length(total as u64);
+                        bar.set_message(format!("reading {passages} passages"));
+                        if bar.is_hidden() && !json {
+                            eprintln!("reading the question and {passages} passages: {total} prompt tokens");
+                        }
+                    }
+                    bar.set_position(done as u64);
+                }
+                Event::AnswerDelta { text } => {
+                    bar.finish_and_clear();
+                    if !json {
+                        print!("{}", shown_text(&text));
+                        let _ = std::io::stdout().flush();
                     }
                 }
-                bar.set_position(done as u64);
-            }
-            Event::AnswerDelta { text } => {
-                bar.finish_and_clear();
-                if !json {
-                    print!("{}", shown_text(&text));
-                    let _ = std::io::stdout().flush();
-                }
-            }
-            _ => {}
-        }, &Cancel::new())
+                _ => {}
+            },
+            &Cancel::new(),
+        )
         .await;
     bar.finish_and_clear();
     let answer = answer?;
@@ -537,7 +560,9 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
     for c in &answer.citations {
         println!("[{}] {}", c.number, location(&c.path, c.page));
         let quoted = match c.quote_range {
-            Some((s, e)) => format!("…{}»{}«{}…", tail(&c.passage[..s], 80), &c.passage[s..e], head(&c.passage[e..], 80)),
+            Some((s, e)) => {
+                format!("…{}»{}«{}…", tail(&c.passage[..s], 80), &c.passage[s..e], head(&c.passage[e..], 80))
+            }
             None => format!("\"{}\" (not found word for word in the passage)", c.quote),
         };
         println!("    {}", one_line(&quoted, 400));
@@ -566,7 +591,13 @@ fn models(action: ModelsAction) -> Result<ExitCode> {
                 } else {
                     "missing".to_string()
                 };
-                println!("{:<20} {:<9} {:>11}  {}", m.name, format!("{:?}", m.role).to_lowercase(), state, m.description);
+                println!(
+                    "{:<20} {:<9} {:>11}  {}",
+                    m.name,
+                    format!("{:?}", m.role).to_lowercase(),
+                    state,
+                    m.description
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

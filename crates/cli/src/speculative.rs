@@ -98,7 +98,11 @@ impl Totals {
     }
 
     fn tokens_per_sec(&self) -> f64 {
-        if self.decode_secs > 0.0 { self.tokens as f64 / self.decode_secs } else { 0.0 }
+        if self.decode_secs > 0.0 {
+            self.tokens as f64 / self.decode_secs
+        } else {
+            0.0
+        }
     }
 }
 
@@ -130,11 +134,8 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
         "none" => None,
         d => Some(crate::resolve_model(d)?),
     };
-    let modes: Vec<(String, Speculation)> = args
-        .modes
-        .iter()
-        .map(|m| Ok((m.clone(), mode(m, config.draft_path.is_some())?)))
-        .collect::<Result<_>>()?;
+    let modes: Vec<(String, Speculation)> =
+        args.modes.iter().map(|m| Ok((m.clone(), mode(m, config.draft_path.is_some())?))).collect::<Result<_>>()?;
     let docs = match &args.docs {
         Some(d) => d.clone(),
         None => crate::bench::default_docs()?,
@@ -150,9 +151,9 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
     let work = tempfile::tempdir().context("cannot make a temporary folder")?;
     let engine = crate::eval::open_with_documents(config, &asked, Some(&docs), work.path()).await?;
     let llm = engine.llm().await?;
-    let decoder = llm
-        .decoder()
-        .context("this model runs on mistral.rs, which has no speculative decoding in Quire; pick a qwen2 or llama GGUF")?;
+    let decoder = llm.decoder().context(
+        "this model runs on mistral.rs, which has no speculative decoding in Quire; pick a qwen2 or llama GGUF",
+    )?;
     let specs: Vec<Speculation> = modes.iter().map(|(_, s)| s.clone()).collect();
 
     let mut figures = Vec::new();
@@ -217,7 +218,12 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
             }
         }
         println!("{line}");
-        figures.push(PromptFigures { workload, prompt, prompt_tokens: plain.generation.stats.prompt_tokens, modes: mode_figures });
+        figures.push(PromptFigures {
+            workload,
+            prompt,
+            prompt_tokens: plain.generation.stats.prompt_tokens,
+            modes: mode_figures,
+        });
     }
 
     for (w, workload) in ["RAG answers", "free-form chat"].iter().enumerate() {
@@ -236,7 +242,12 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
                 if t.proposed[i] == 0 {
                     "-".to_string()
                 } else {
-                    format!("{}/{} {:.0}%", t.accepted[i], t.proposed[i], 100.0 * t.accepted[i] as f64 / t.proposed[i] as f64)
+                    format!(
+                        "{}/{} {:.0}%",
+                        t.accepted[i],
+                        t.proposed[i],
+                        100.0 * t.accepted[i] as f64 / t.proposed[i] as f64
+                    )
                 }
             };
             println!(
@@ -255,7 +266,8 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
         }
     }
     if let Some(path) = &args.report {
-        std::fs::write(path, serde_json::to_vec_pretty(&figures)?).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, serde_json::to_vec_pretty(&figures)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
         println!("\nreport written to {}", path.display());
     }
     if args.check && !failures.is_empty() {
@@ -272,7 +284,10 @@ fn figures_of(mode: &str, d: &Decoded, identical: bool, decoder: &quire_llm::dec
         tokens_per_sec: d.speculation.decode_tokens_per_sec,
         verify_steps: d.speculation.verify_steps,
         identical_to_plain: identical,
-        accepted: SOURCES.iter().map(|s| (*s, d.speculation.source(*s).accepted, d.speculation.source(*s).proposed)).collect(),
+        accepted: SOURCES
+            .iter()
+            .map(|s| (*s, d.speculation.source(*s).accepted, d.speculation.source(*s).proposed))
+            .collect(),
         text: decoder.text().decode(&d.tokens).unwrap_or_default(),
     }
 }

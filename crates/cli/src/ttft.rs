@@ -65,7 +65,11 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     );
     let work = tempfile::tempdir().context("cannot make a temporary folder")?;
     let engine = crate::eval::open_with_documents(config, &cases, Some(&docs), work.path()).await?;
-    let decoder = engine.llm().await?.decoder().context("this model runs on mistral.rs, which keeps no prompt in Quire; pick a qwen2 or llama GGUF")?;
+    let decoder = engine
+        .llm()
+        .await?
+        .decoder()
+        .context("this model runs on mistral.rs, which keeps no prompt in Quire; pick a qwen2 or llama GGUF")?;
     // The app's speculation, without the thermal back-off (figures of the machine, not its mood).
     let speculation = Speculation { respect_thermal: false, ..Speculation::default() };
 
@@ -95,7 +99,14 @@ pub async fn run(args: TtftArgs) -> Result<()> {
             different.push(cases[i].question.clone());
         }
         let row = [Figure::of(&fresh), Figure::of(&after_other), Figure::of(&follow)];
-        println!("{:>3} {:>7} {:>22} {:>22} {:>22}", i + 1, fresh.generation.stats.prompt_tokens, row[0].cell(), row[1].cell(), row[2].cell());
+        println!(
+            "{:>3} {:>7} {:>22} {:>22} {:>22}",
+            i + 1,
+            fresh.generation.stats.prompt_tokens,
+            row[0].cell(),
+            row[1].cell(),
+            row[2].cell()
+        );
         rows.push(row);
     }
     let mean = |k: usize, f: fn(&Figure) -> f64| rows.iter().map(|r| f(&r[k])).sum::<f64>() / rows.len() as f64;
@@ -141,7 +152,12 @@ fn built_llama_bench() -> Option<PathBuf> {
 }
 
 /// llama.cpp's prompt processing rate (tokens/s, mean of 3 runs) on `prompt` tokens.
-fn llama_cpp_prompt_rate(bench: &std::path::Path, model: &std::path::Path, prompt: usize, threads: usize) -> Result<f64> {
+fn llama_cpp_prompt_rate(
+    bench: &std::path::Path,
+    model: &std::path::Path,
+    prompt: usize,
+    threads: usize,
+) -> Result<f64> {
     let output = std::process::Command::new(bench)
         .arg("-m")
         .arg(model)

@@ -54,7 +54,7 @@ impl Int8Weights {
     /// The layer's row-major `[out][in]` weights quantized, or `None` where the kernel does not
     /// run here or the shape does not fit its blocks.
     pub fn new(weight: &[f32], outputs: usize, inputs: usize) -> Option<Int8Weights> {
-        if !available() || outputs % PANEL != 0 || inputs % GROUP != 0 {
+        if !available() || !outputs.is_multiple_of(PANEL) || !inputs.is_multiple_of(GROUP) {
             return None;
         }
         let blocks = inputs / GROUP;

@@ -46,7 +46,7 @@ impl Dense {
         wide: bool,
         int8: Option<Int8Weights>,
     ) -> Dense {
-        let packed = (wide && outputs % PANEL == 0).then(|| {
+        let packed = (wide && outputs.is_multiple_of(PANEL)).then(|| {
             let mut packed = Vec::new();
             pack(outputs, inputs, |o, i| weight[o * inputs + i], &mut packed);
             packed
@@ -153,7 +153,7 @@ mod avx512 {
         out: *mut f32,
         out_stride: usize,
     ) {
-        debug_assert!(n % PANEL == 0 && packed.len() >= n * k && bias.len() >= n);
+        debug_assert!(n.is_multiple_of(PANEL) && packed.len() >= n * k && bias.len() >= n);
         // Inputs a block at a time, so a panel's block and the rows' block stay in L1 while
         // every tile passes over them.
         let mut k0 = 0;

@@ -86,17 +86,16 @@ pub fn answer_schema(quotes: &[Vec<String>]) -> serde_json::Value {
     let citations: Vec<serde_json::Value> = quotes
         .iter()
         .enumerate()
-        .filter_map(|(i, quotes)| {
-            (!quotes.is_empty()).then(|| {
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "quote": { "type": "string", "enum": quotes },
-                        "chunk": { "type": "integer", "const": i + 1 }
-                    },
-                    "required": ["quote", "chunk"],
-                    "additionalProperties": false
-                })
+        .filter(|(_, quotes)| !quotes.is_empty())
+        .map(|(i, quotes)| {
+            json!({
+                "type": "object",
+                "properties": {
+                    "quote": { "type": "string", "enum": quotes },
+                    "chunk": { "type": "integer", "const": i + 1 }
+                },
+                "required": ["quote", "chunk"],
+                "additionalProperties": false
             })
         })
         .collect();
@@ -359,7 +358,11 @@ mod tests {
 
     /// Words, lowercased, as the terms of the test (the index's analyser does more).
     fn words(text: &str) -> String {
-        text.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 2).map(str::to_lowercase).collect::<Vec<_>>().join(" ")
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.len() > 2)
+            .map(str::to_lowercase)
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     #[test]
@@ -373,7 +376,10 @@ mod tests {
         let moved = better_support(q, "ssearch36", "The remaining data is set by default to zero.", &sources, words);
         assert_eq!(moved, Some((1, "Smith-Waterman searches are run by ssearch36.".to_string())));
         // A quote that holds the answer stays.
-        assert_eq!(better_support(q, "ssearch36", "Smith-Waterman searches are run by ssearch36.", &sources, words), None);
+        assert_eq!(
+            better_support(q, "ssearch36", "Smith-Waterman searches are run by ssearch36.", &sources, words),
+            None
+        );
         // An answer that only repeats the question, or that no sentence supports: unchanged.
         assert_eq!(better_support(q, "Smith-Waterman search", "Other options follow.", &sources, words), None);
         assert_eq!(better_support(q, "blastp", "Other options follow.", &sources, words), None);

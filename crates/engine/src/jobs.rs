@@ -57,7 +57,8 @@ pub struct JobQueue {
 
 impl JobQueue {
     pub fn open(dir: &Path, protection: Protection) -> Result<JobQueue> {
-        let mut queue = JobQueue { log: LineLog::new(dir.join(FILE_NAME)), protection, jobs: BTreeMap::new(), lines: 0 };
+        let mut queue =
+            JobQueue { log: LineLog::new(dir.join(FILE_NAME)), protection, jobs: BTreeMap::new(), lines: 0 };
         let lock = queue.log.lock()?;
         queue.read(&lock)?;
         queue.rewrite_if_long(&lock)?;
@@ -251,7 +252,8 @@ mod tests {
         // The same files scanned over and over (a folder re-scanned at every start).
         for _ in 0..3 {
             q.enqueue(&paths).unwrap();
-            q.finish_all(&paths[1..].iter().map(|p| (p.clone(), JobState::Unchanged, None)).collect::<Vec<_>>()).unwrap();
+            q.finish_all(&paths[1..].iter().map(|p| (p.clone(), JobState::Unchanged, None)).collect::<Vec<_>>())
+                .unwrap();
         }
         let lines = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap().lines().count();
         assert!(lines <= 4 * REWRITE_AFTER_LINES, "{lines} lines: the log is rewritten as it grows");

@@ -99,7 +99,8 @@ pub fn peak_rss_bytes() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+        let kb: u64 =
+            status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
         Some(kb * 1024)
     }
     #[cfg(not(target_os = "linux"))]
@@ -182,11 +183,8 @@ pub fn budget(
     }
     // Answer and draft models in memory (the embedder is in `rss_without_llm` already), with
     // the prompt they keep between answers.
-    let loaded: u64 = models
-        .iter()
-        .filter(|m| m.loaded && m.role != "embedder")
-        .map(|m| m.weights_bytes + m.kept_prompt_bytes)
-        .sum();
+    let loaded: u64 =
+        models.iter().filter(|m| m.loaded && m.role != "embedder").map(|m| m.weights_bytes + m.kept_prompt_bytes).sum();
     let predicted = rss_without_llm + loaded;
     Ok(MemoryBudget {
         models,
@@ -210,7 +208,8 @@ mod tests {
     fn the_prediction_counts_the_kept_prompt_of_loaded_models() {
         let tiny = quire_testkit::model(&quire_models::SMOLLM2);
         let embedder = quire_testkit::model(&quire_models::MINILM);
-        let reading = MemoryReading { process_rss_bytes: 500, machine_total_bytes: 1 << 40, machine_available_bytes: 1 << 39 };
+        let reading =
+            MemoryReading { process_rss_bytes: 500, machine_total_bytes: 1 << 40, machine_available_bytes: 1 << 39 };
         let index = tempfile::tempdir().unwrap();
         let predicted = |loaded: bool, kept_prompt: (usize, usize)| {
             let model = BudgetedModel { role: "target", path: &tiny, loaded, kept_prompt };

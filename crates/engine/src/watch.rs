@@ -61,9 +61,9 @@ impl FolderWatcher {
         if self.folders.contains(&folder) {
             return Ok(());
         }
-        self.debouncer
-            .watch(&folder, RecursiveMode::Recursive)
-            .with_context(|| format!("cannot watch {} (too many folders for the OS's watch limit?)", folder.display()))?;
+        self.debouncer.watch(&folder, RecursiveMode::Recursive).with_context(|| {
+            format!("cannot watch {} (too many folders for the OS's watch limit?)", folder.display())
+        })?;
         self.folders.push(folder);
         Ok(())
     }
@@ -90,7 +90,8 @@ impl FolderWatcher {
             while let Ok(more) = self.changes.try_recv() {
                 paths.extend(more);
             }
-            let relevant: Vec<PathBuf> = paths.into_iter().filter(|p| !self.is_ignored(p) && !self.leads_out(p)).collect();
+            let relevant: Vec<PathBuf> =
+                paths.into_iter().filter(|p| !self.is_ignored(p) && !self.leads_out(p)).collect();
             if !relevant.is_empty() {
                 return Some(relevant);
             }
@@ -163,14 +164,19 @@ mod tests {
         assert!(!watcher.leads_out(&in_link));
         assert!(!watcher.leads_out(&watched.path().join("mine.md")));
         let errors = watcher.take_errors();
-        assert!(errors.len() == 1 && errors[0].contains("out.md") && errors[0].contains("outside the watched folders"), "{errors:?}");
+        assert!(
+            errors.len() == 1 && errors[0].contains("out.md") && errors[0].contains("outside the watched folders"),
+            "{errors:?}"
+        );
         watcher.follow_links(true);
         assert!(!watcher.leads_out(&out_link), "followed when asked");
     }
 
     #[test]
     fn temporaries_and_hidden_paths_are_ignored() {
-        for p in ["~$report.docx", ".notes.md.swp", "notes.md~", ".git/index", "x.md.part", ".~lock.a.docx#", "a/#x.md#"] {
+        for p in
+            ["~$report.docx", ".notes.md.swp", "notes.md~", ".git/index", "x.md.part", ".~lock.a.docx#", "a/#x.md#"]
+        {
             assert!(is_ignored(Path::new(p)), "{p}");
         }
         for p in ["notes.md", "sub", "sub/report.docx"] {

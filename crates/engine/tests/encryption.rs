@@ -42,7 +42,8 @@ async fn copy_collection(from: &KnowledgeBase, to: &KnowledgeBase) {
 /// A ranking as (score, path, place), ties in any order: document ids differ between the two
 /// stores (keyed fingerprints), places do not.
 fn ranking(hits: &[SearchHit]) -> Vec<(i64, String, u32)> {
-    let mut r: Vec<(i64, String, u32)> = hits.iter().map(|h| (-(h.score as f64 * 1e5).round() as i64, h.path.clone(), h.seq)).collect();
+    let mut r: Vec<(i64, String, u32)> =
+        hits.iter().map(|h| (-(h.score as f64 * 1e5).round() as i64, h.path.clone(), h.seq)).collect();
     r.sort();
     r
 }
@@ -92,7 +93,8 @@ async fn search_finds_the_same_top_10_with_and_without_encryption() {
         let hybrid = (sealed.search_hybrid(&v, q, 10).await.unwrap(), timed("hybrid", true, t));
         let t = std::time::Instant::now();
         let hybrid_plain = (plain.search_hybrid(&v, q, 10).await.unwrap(), timed("hybrid", false, t));
-        let pairs = [("dense", dense.0, dense_plain.0), ("bm25", bm25.0, bm25_plain.0), ("hybrid", hybrid.0, hybrid_plain.0)];
+        let pairs =
+            [("dense", dense.0, dense_plain.0), ("bm25", bm25.0, bm25_plain.0), ("hybrid", hybrid.0, hybrid_plain.0)];
         for (mode, with, without) in pairs {
             assert_eq!(with.len(), 10.min(without.len().max(with.len())), "{mode} {q}");
             assert_eq!(ranking(&with), ranking(&without), "{mode} top 10 differ for {q:?}");
@@ -107,7 +109,12 @@ async fn search_finds_the_same_top_10_with_and_without_encryption() {
     for mode in ["dense", "bm25", "hybrid"] {
         let (with, without) = (seconds[&(mode, true)], seconds[&(mode, false)]);
         let n = questions.len() as f64;
-        eprintln!("{mode}: {:.1} ms per search sealed, {:.1} ms plain ({:.2}x)", with / n * 1e3, without / n * 1e3, with / without);
+        eprintln!(
+            "{mode}: {:.1} ms per search sealed, {:.1} ms plain ({:.2}x)",
+            with / n * 1e3,
+            without / n * 1e3,
+            with / without
+        );
     }
     // What sealing costs per chunk when storing (AES-GCM of the text, blinding its terms).
     let chunks: Vec<String> = chunk_texts(sealed).await.into_values().flatten().collect();
@@ -121,7 +128,12 @@ async fn search_finds_the_same_top_10_with_and_without_encryption() {
         std::hint::black_box(plain.blind_terms(c));
     }
     let plain_terms = t.elapsed().as_secs_f64() / chunks.len() as f64;
-    eprintln!("storing, per chunk: {:.0} µs sealed (text + blind terms), {:.0} µs plain (terms only), over {} chunks", sealing * 1e6, plain_terms * 1e6, chunks.len());
+    eprintln!(
+        "storing, per chunk: {:.0} µs sealed (text + blind terms), {:.0} µs plain (terms only), over {} chunks",
+        sealing * 1e6,
+        plain_terms * 1e6,
+        chunks.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -136,7 +148,17 @@ async fn an_interrupted_key_rotation_finishes_at_the_next_open_and_loses_nothing
         // Stop after the first document is resealed (as a quit or a crash would).
         let cancel = Cancel::new();
         let stop = cancel.clone();
-        let done = engine.rotate_key(&mut |done, _| if done >= 1 { stop.cancel() }, &cancel).await.unwrap();
+        let done = engine
+            .rotate_key(
+                &mut |done, _| {
+                    if done >= 1 {
+                        stop.cancel()
+                    }
+                },
+                &cancel,
+            )
+            .await
+            .unwrap();
         assert_eq!(done, 1);
         let info = engine.key_info();
         assert_ne!(info.key_id, old_key);

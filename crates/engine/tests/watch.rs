@@ -31,7 +31,12 @@ async fn engine(data: &Path) -> Engine {
 }
 
 /// Applies watcher changes until `done` holds for the stored documents; returns the reports seen.
-async fn follow(engine: &Engine, watcher: &mut FolderWatcher, what: &str, done: impl Fn(&[DocumentRecord]) -> bool) -> Vec<IngestReport> {
+async fn follow(
+    engine: &Engine,
+    watcher: &mut FolderWatcher,
+    what: &str,
+    done: impl Fn(&[DocumentRecord]) -> bool,
+) -> Vec<IngestReport> {
     let started = Instant::now();
     let mut reports = Vec::new();
     loop {
@@ -41,7 +46,9 @@ async fn follow(engine: &Engine, watcher: &mut FolderWatcher, what: &str, done: 
             println!("{what}: followed in {:.2} s", started.elapsed().as_secs_f64());
             return reports;
         }
-        let left = FOLLOW_WITHIN.checked_sub(started.elapsed()).unwrap_or_else(|| panic!("{what}: not followed within {FOLLOW_WITHIN:?}; stored: {paths:#?}"));
+        let left = FOLLOW_WITHIN
+            .checked_sub(started.elapsed())
+            .unwrap_or_else(|| panic!("{what}: not followed within {FOLLOW_WITHIN:?}; stored: {paths:#?}"));
         if let Ok(Some(changed)) = tokio::time::timeout(left, watcher.next_changes()).await {
             reports.push(engine.sync_paths(&changed, &mut |_| {}, &Cancel::new()).await.unwrap());
         }
@@ -101,11 +108,15 @@ async fn the_index_follows_a_watched_folder() {
     let (chunks, embedded) = embedded_over_step(&reports, "tokio-README.md");
     println!("one-character edit: {embedded} of {chunks} chunks embedded again");
     assert!(chunks >= 4, "a long file: {chunks} chunks; {reports:#?}");
-    assert!((1..=2).contains(&embedded), "{embedded} of {chunks} chunks embedded for a one-character edit; {reports:#?}");
+    assert!(
+        (1..=2).contains(&embedded),
+        "{embedded} of {chunks} chunks embedded for a one-character edit; {reports:#?}"
+    );
 
     // A rename keeps every vector.
     std::fs::rename(root.join("notify-README.md"), root.join("watching.md")).unwrap();
-    let reports = follow(&engine, &mut watcher, "rename", |p| has(p, "watching.md") && !has(p, "notify-README.md")).await;
+    let reports =
+        follow(&engine, &mut watcher, "rename", |p| has(p, "watching.md") && !has(p, "notify-README.md")).await;
     let (chunks, embedded) = embedded_over_step(&reports, "watching.md");
     assert!(chunks > 0 && embedded == 0, "a renamed file must not be embedded again: {reports:#?}");
 
@@ -117,7 +128,8 @@ async fn the_index_follows_a_watched_folder() {
     // Late events of the step before (the file written into the new folder) may come first and
     // remove sub/inner.txt before the rename's own events index moved/inner.txt: its vectors
     // are kept for reuse either way.
-    let reports = follow(&engine, &mut watcher, "folder rename", |p| has(p, "moved/inner.txt") && !has(p, "sub/inner.txt")).await;
+    let reports =
+        follow(&engine, &mut watcher, "folder rename", |p| has(p, "moved/inner.txt") && !has(p, "sub/inner.txt")).await;
     let (chunks, embedded) = embedded_over_step(&reports, "inner.txt");
     assert!(chunks > 0 && embedded == 0, "a moved folder's file must not be embedded again: {reports:#?}");
     std::fs::remove_dir_all(root.join("moved")).unwrap();
@@ -127,7 +139,10 @@ async fn the_index_follows_a_watched_folder() {
     std::fs::write(root.join("new.md.tmp"), "# Field notes\n\nThe heron left; a kingfisher took the nest.\n").unwrap();
     std::fs::rename(root.join("new.md.tmp"), root.join("new.md")).unwrap();
     let new_md = root.join("new.md");
-    follow(&engine, &mut watcher, "save by rename", |d| stored_as(d, &new_md, &std::fs::read_to_string(&new_md).unwrap())).await;
+    follow(&engine, &mut watcher, "save by rename", |d| {
+        stored_as(d, &new_md, &std::fs::read_to_string(&new_md).unwrap())
+    })
+    .await;
 
     // Editors' temporary files are never indexed; a deleted file is removed.
     std::fs::write(root.join("~$report.docx"), "lock").unwrap();
@@ -184,6 +199,7 @@ async fn late_events_of_an_earlier_change_cost_no_embedding() {
 
     let mut names: Vec<String> = engine.documents().await.unwrap().iter().map(|d| d.path.clone()).collect();
     names.sort();
-    let want: Vec<String> = ["moved/inner.txt", "notes.md"].iter().map(|n| root.join(n).to_string_lossy().into_owned()).collect();
+    let want: Vec<String> =
+        ["moved/inner.txt", "notes.md"].iter().map(|n| root.join(n).to_string_lossy().into_owned()).collect();
     assert_eq!(names, want);
 }

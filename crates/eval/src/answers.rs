@@ -32,7 +32,11 @@ pub fn load_answer_set(path: &Path) -> Result<Vec<AnswerCase>> {
             continue;
         }
         let case: AnswerCase = serde_json::from_str(line).with_context(|| {
-            format!("{} line {}: not a question (expected {{\"question\", \"answer\", \"document\", \"pages\"}})", path.display(), i + 1)
+            format!(
+                "{} line {}: not a question (expected {{\"question\", \"answer\", \"document\", \"pages\"}})",
+                path.display(),
+                i + 1
+            )
         })?;
         if case.question.trim().is_empty() || case.document.trim().is_empty() {
             bail!("{} line {}: the question and the document must not be empty", path.display(), i + 1);
@@ -149,7 +153,9 @@ pub fn report(outcomes: &[(AnswerOutcome, AnswerVerdict)]) -> AnswerReport {
     let share = |f: &dyn Fn(&AnswerOutcome, &AnswerVerdict) -> bool| {
         outcomes.iter().filter(|(o, v)| f(o, v)).count() as f64 / n as f64
     };
-    let mean = |f: &dyn Fn(&AnswerOutcome, &AnswerVerdict) -> f64| outcomes.iter().map(|(o, v)| f(o, v)).sum::<f64>() / n as f64;
+    let mean = |f: &dyn Fn(&AnswerOutcome, &AnswerVerdict) -> f64| {
+        outcomes.iter().map(|(o, v)| f(o, v)).sum::<f64>() / n as f64
+    };
     AnswerReport {
         questions: n,
         parsed: share(&|_, v| v.parsed),
@@ -226,7 +232,10 @@ mod tests {
         // Right document, wrong page; one quote not found; one citation not retrieved.
         let mixed = judge(
             &c,
-            &outcome(vec![cited("/d/4ti2_manual.pdf", Some(45), true, true), cited("/d/fasta_guide.pdf", Some(3), false, false)]),
+            &outcome(vec![
+                cited("/d/4ti2_manual.pdf", Some(45), true, true),
+                cited("/d/fasta_guide.pdf", Some(3), false, false),
+            ]),
         );
         assert!(mixed.parsed && mixed.cites_gold_document);
         assert!(!mixed.cites_gold_page && !mixed.quotes_verbatim && !mixed.citations_retrieved);
@@ -268,7 +277,11 @@ mod tests {
     fn bad_lines_are_named() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("set.jsonl");
-        std::fs::write(&f, "{\"question\": \"q\", \"answer\": \"a\", \"document\": \"d.pdf\", \"pages\": [1]}\n\n{\"question\": 3}\n").unwrap();
+        std::fs::write(
+            &f,
+            "{\"question\": \"q\", \"answer\": \"a\", \"document\": \"d.pdf\", \"pages\": [1]}\n\n{\"question\": 3}\n",
+        )
+        .unwrap();
         let err = load_answer_set(&f).unwrap_err().to_string();
         assert!(err.contains("line 3"), "{err}");
         std::fs::write(&f, "\n").unwrap();

@@ -65,7 +65,9 @@ fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{} line {}: not a valid record", path.display(), i + 1)))
+        .map(|(i, l)| {
+            serde_json::from_str(l).with_context(|| format!("{} line {}: not a valid record", path.display(), i + 1))
+        })
         .collect()
 }
 
@@ -77,7 +79,8 @@ fn read_qrels(path: &Path) -> Result<Qrels> {
         if cols.len() < 3 || (i == 0 && cols[2].trim().parse::<i64>().is_err()) {
             continue; // header or blank line
         }
-        let score: i64 = cols[2].trim().parse().with_context(|| format!("{} line {}: bad score", path.display(), i + 1))?;
+        let score: i64 =
+            cols[2].trim().parse().with_context(|| format!("{} line {}: bad score", path.display(), i + 1))?;
         qrels.entry(cols[0].trim().to_string()).or_default().insert(cols[1].trim().to_string(), score.max(0) as u32);
     }
     Ok(qrels)
@@ -90,10 +93,19 @@ mod tests {
     #[test]
     fn loads_a_small_dataset_and_keeps_judged_queries_only() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("corpus.jsonl"), "{\"_id\": \"d1\", \"title\": \"T\", \"text\": \"x\"}\n{\"_id\": \"d2\", \"text\": \"y\"}\n").unwrap();
-        std::fs::write(dir.path().join("queries.jsonl"), "{\"_id\": \"q1\", \"text\": \"one\"}\n{\"_id\": \"q2\", \"text\": \"two\"}\n").unwrap();
+        std::fs::write(
+            dir.path().join("corpus.jsonl"),
+            "{\"_id\": \"d1\", \"title\": \"T\", \"text\": \"x\"}\n{\"_id\": \"d2\", \"text\": \"y\"}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("queries.jsonl"),
+            "{\"_id\": \"q1\", \"text\": \"one\"}\n{\"_id\": \"q2\", \"text\": \"two\"}\n",
+        )
+        .unwrap();
         std::fs::create_dir(dir.path().join("qrels")).unwrap();
-        std::fs::write(dir.path().join("qrels/test.tsv"), "query-id\tcorpus-id\tscore\nq1\td2\t1\nq1\td1\t0\n").unwrap();
+        std::fs::write(dir.path().join("qrels/test.tsv"), "query-id\tcorpus-id\tscore\nq1\td2\t1\nq1\td1\t0\n")
+            .unwrap();
         let ds = Dataset::load(dir.path(), "test").unwrap();
         assert_eq!(ds.corpus.len(), 2);
         assert_eq!(ds.corpus[1].title, "");

@@ -28,7 +28,11 @@ pub fn ndcg_at(k: usize, ranking: &[&str], judged: &HashMap<String, u32>) -> f64
     let mut ideal: Vec<u32> = judged.values().copied().filter(|&r| r > 0).collect();
     ideal.sort_unstable_by(|a, b| b.cmp(a));
     let idcg = dcg_at(k, ideal);
-    if idcg == 0.0 { 0.0 } else { dcg / idcg }
+    if idcg == 0.0 {
+        0.0
+    } else {
+        dcg / idcg
+    }
 }
 
 pub fn recall_at(k: usize, ranking: &[&str], judged: &HashMap<String, u32>) -> f64 {

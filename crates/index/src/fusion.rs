@@ -108,7 +108,11 @@ fn standout(list: &[SearchHit]) -> f32 {
     }
     let last = list[list.len().min(10) - 1].score;
     let span = list[0].score - last;
-    if span > 0.0 { ((list[0].score - list[1].score) / span).clamp(0.0, 1.0) } else { 0.0 }
+    if span > 0.0 {
+        ((list[0].score - list[1].score) / span).clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
 }
 
 #[cfg(test)]

@@ -26,19 +26,18 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use arrow_array::{
-    Array, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray, UInt32Array,
-    UInt64Array,
+    Array, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use futures::TryStreamExt;
+use lance_index::scalar::inverted::tokenizer::document_tokenizer::LanceTokenizer;
+use lance_tokenizer::TokenStream;
 use lancedb::index::scalar::{FtsIndexBuilder, FullTextSearchQuery};
 use lancedb::index::vector::IvfHnswSqIndexBuilder;
 use lancedb::index::Index;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use lancedb::table::{Duration, NewColumnTransform, OptimizeAction};
 use lancedb::{DistanceType, Table};
-use lance_index::scalar::inverted::tokenizer::document_tokenizer::LanceTokenizer;
-use lance_tokenizer::TokenStream;
 use serde::Serialize;
 use ts_rs::TS;
 
@@ -209,8 +208,7 @@ fn sql_str(s: &str) -> String {
 impl KnowledgeBase {
     /// Opens (or creates) the knowledge base in `dir` for embeddings of `dim` dimensions.
     pub async fn open(dir: &Path, dim: usize, protection: Protection) -> Result<KnowledgeBase> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the data folder {}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the data folder {}", dir.display()))?;
         let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
         // Other processes (the app, `quire watch`, `quire list`) may open a new collection at
         // the same moment: two creators of one table make a second "create" that overwrites the
@@ -261,7 +259,14 @@ impl KnowledgeBase {
         }
         drop(lock);
         let analyser = std::sync::Mutex::new(FtsIndexBuilder::default().build()?);
-        Ok(KnowledgeBase { writes_lock: dir.join("writes.lock"), documents, chunks, dim, protection: std::sync::RwLock::new(protection), analyser })
+        Ok(KnowledgeBase {
+            writes_lock: dir.join("writes.lock"),
+            documents,
+            chunks,
+            dim,
+            protection: std::sync::RwLock::new(protection),
+            analyser,
+        })
     }
 
     /// Whether the knowledge base in `dir` holds data sealed under some key: a document row
@@ -275,7 +280,8 @@ impl KnowledgeBase {
         let db = lancedb::connect(uri).execute().await?;
         let table = db.open_table(DOCUMENTS).execute().await?;
         let has_key_column = table.schema().await?.field_with_name("sealed_by").is_ok();
-        Ok(has_key_column && table.count_rows(Some("sealed_by IS NOT NULL AND sealed_by NOT IN ('', 'plain')".into())).await? > 0)
+        Ok(has_key_column
+            && table.count_rows(Some("sealed_by IS NOT NULL AND sealed_by NOT IN ('', 'plain')".into())).await? > 0)
     }
 
     pub fn dim(&self) -> usize {
@@ -378,7 +384,11 @@ impl KnowledgeBase {
             return Ok(());
         }
         for c in chunks {
-            anyhow::ensure!(docs.iter().any(|d| d.doc_id == c.doc_id), "chunk {} has no document in the commit", c.id());
+            anyhow::ensure!(
+                docs.iter().any(|d| d.doc_id == c.doc_id),
+                "chunk {} has no document in the commit",
+                c.id()
+            );
         }
         let ids: Vec<&str> = docs.iter().map(|d| d.doc_id.as_str()).collect();
         let filter = doc_id_filter(&ids);
@@ -439,7 +449,12 @@ impl KnowledgeBase {
         let mut docs = self.query_documents(Some(self.documents_under_other_keys())).await?;
         if thorough {
             let listed: std::collections::HashSet<String> = docs.iter().map(|d| d.doc_id.clone()).collect();
-            let mut owners: Vec<String> = self.chunk_doc_ids(self.chunks_under_other_keys()).await?.into_iter().filter(|id| !listed.contains(id)).collect();
+            let mut owners: Vec<String> = self
+                .chunk_doc_ids(self.chunks_under_other_keys())
+                .await?
+                .into_iter()
+                .filter(|id| !listed.contains(id))
+                .collect();
             owners.sort();
             owners.dedup();
             for group in owners.chunks(500) {
@@ -454,7 +469,8 @@ impl KnowledgeBase {
     /// their text). A key may be forgotten only when this is zero.
     pub async fn rows_under_other_keys(&self) -> Result<usize> {
         let Some(chunks) = self.chunks_under_other_keys() else { return Ok(0) };
-        Ok(self.documents.count_rows(Some(self.documents_under_other_keys())).await? + self.chunks.count_rows(Some(chunks)).await?)
+        Ok(self.documents.count_rows(Some(self.documents_under_other_keys())).await?
+            + self.chunks.count_rows(Some(chunks)).await?)
     }
 
     /// The filter for document rows not sealed under the current key.
@@ -471,8 +487,15 @@ impl KnowledgeBase {
 
     async fn chunk_doc_ids(&self, filter: Option<String>) -> Result<Vec<String>> {
         let Some(filter) = filter else { return Ok(Vec::new()) };
-        let batches: Vec<RecordBatch> =
-            self.chunks.query().only_if(filter).select(Select::columns(&["doc_id"])).execute().await?.try_collect().await?;
+        let batches: Vec<RecordBatch> = self
+            .chunks
+            .query()
+            .only_if(filter)
+            .select(Select::columns(&["doc_id"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
         let mut ids = Vec::new();
         for b in &batches {
             let col = str_col(b, "doc_id")?;
@@ -488,7 +511,8 @@ impl KnowledgeBase {
     pub async fn remove_orphans(&self) -> Result<(Vec<ChunkKey>, HashMap<String, Vec<f32>>)> {
         let _writing = lock_file_async(self.writes_lock.clone()).await?;
         let known: std::collections::HashSet<String> = self.document_ids().await?;
-        let (keys, orphans): (Vec<_>, Vec<_>) = self.chunk_keys().await?.into_iter().partition(|k| known.contains(&k.doc_id));
+        let (keys, orphans): (Vec<_>, Vec<_>) =
+            self.chunk_keys().await?.into_iter().partition(|k| known.contains(&k.doc_id));
         let mut orphan_docs: Vec<&str> = orphans.iter().map(|k| k.doc_id.as_str()).collect();
         orphan_docs.sort();
         orphan_docs.dedup();
@@ -538,7 +562,18 @@ impl KnowledgeBase {
             .chunks
             .query()
             .only_if(format!("doc_id = {}", sql_str(doc_id)))
-            .select(Select::columns(&["chunk_id", "doc_id", "seq", "page", "start", "end", "tokens", "text", "chunk_hash", "vector"]))
+            .select(Select::columns(&[
+                "chunk_id",
+                "doc_id",
+                "seq",
+                "page",
+                "start",
+                "end",
+                "tokens",
+                "text",
+                "chunk_hash",
+                "vector",
+            ]))
             .execute()
             .await?
             .try_collect()
@@ -587,7 +622,11 @@ impl KnowledgeBase {
         for b in &batches {
             let (ids, docs, hashes) = (str_col(b, "chunk_id")?, str_col(b, "doc_id")?, str_col(b, "chunk_hash")?);
             for i in 0..b.num_rows() {
-                keys.push(ChunkKey { chunk_id: ids.value(i).into(), doc_id: docs.value(i).into(), hash: hashes.value(i).into() });
+                keys.push(ChunkKey {
+                    chunk_id: ids.value(i).into(),
+                    doc_id: docs.value(i).into(),
+                    hash: hashes.value(i).into(),
+                });
             }
         }
         Ok(keys)
@@ -672,7 +711,11 @@ impl KnowledgeBase {
         for table in [&self.documents, &self.chunks] {
             table.optimize(OptimizeAction::Compact { options: Default::default(), remap_options: None }).await?;
             table
-                .optimize(OptimizeAction::Prune { older_than: Some(older_than), delete_unverified: None, error_if_tagged_old_versions: None })
+                .optimize(OptimizeAction::Prune {
+                    older_than: Some(older_than),
+                    delete_unverified: None,
+                    error_if_tagged_old_versions: None,
+                })
                 .await?;
         }
         Ok(())
@@ -683,7 +726,11 @@ impl KnowledgeBase {
         let older_than = Duration::from_std(keep).unwrap_or(Duration::zero());
         for table in [&self.documents, &self.chunks] {
             table
-                .optimize(OptimizeAction::Prune { older_than: Some(older_than), delete_unverified: None, error_if_tagged_old_versions: None })
+                .optimize(OptimizeAction::Prune {
+                    older_than: Some(older_than),
+                    delete_unverified: None,
+                    error_if_tagged_old_versions: None,
+                })
                 .await?;
         }
         Ok(())
@@ -704,7 +751,12 @@ impl KnowledgeBase {
     }
 
     /// Dense search with the ANN index's effort given (`None`: exact scan).
-    pub async fn search_dense_with(&self, query: &[f32], limit: usize, ann: Option<AnnParams>) -> Result<Vec<SearchHit>> {
+    pub async fn search_dense_with(
+        &self,
+        query: &[f32],
+        limit: usize,
+        ann: Option<AnnParams>,
+    ) -> Result<Vec<SearchHit>> {
         let mut q = self
             .chunks
             .vector_search(query.to_vec())?
@@ -770,7 +822,13 @@ impl KnowledgeBase {
 
     fn chunk_batch(&self, chunks: &[ChunkRecord]) -> Result<RecordBatch> {
         for c in chunks {
-            anyhow::ensure!(c.vector.len() == self.dim, "chunk {} has a {}-d vector, expected {}", c.id(), c.vector.len(), self.dim);
+            anyhow::ensure!(
+                c.vector.len() == self.dim,
+                "chunk {} has a {}-d vector, expected {}",
+                c.id(),
+                c.vector.len(),
+                self.dim
+            );
         }
         let protection = self.protection();
         let values = Float32Array::from_iter_values(chunks.iter().flat_map(|c| c.vector.iter().copied()));
@@ -790,7 +848,9 @@ impl KnowledgeBase {
                 Arc::new(UInt64Array::from_iter_values(chunks.iter().map(|c| c.start))),
                 Arc::new(UInt64Array::from_iter_values(chunks.iter().map(|c| c.end))),
                 Arc::new(UInt32Array::from_iter_values(chunks.iter().map(|c| c.tokens))),
-                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| protection.seal(&text_context(&c.id()), &c.text)))),
+                Arc::new(StringArray::from_iter_values(
+                    chunks.iter().map(|c| protection.seal(&text_context(&c.id()), &c.text)),
+                )),
                 Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.hash.as_str()))),
                 Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| self.blind_terms(&c.text)))),
                 Arc::new(vectors),
@@ -826,7 +886,12 @@ impl KnowledgeBase {
     }
 
     /// Turns result batches into hits, with the paths of the documents they come from.
-    async fn hits(&self, batches: &[RecordBatch], score_col: &str, score: impl Fn(f32) -> f32) -> Result<Vec<SearchHit>> {
+    async fn hits(
+        &self,
+        batches: &[RecordBatch],
+        score_col: &str,
+        score: impl Fn(f32) -> f32,
+    ) -> Result<Vec<SearchHit>> {
         let mut doc_ids = Vec::new();
         for b in batches {
             let docs = str_col(b, "doc_id")?;

@@ -14,7 +14,9 @@ fn vector(seed: u64) -> Vec<f32> {
 #[tokio::test(flavor = "multi_thread")]
 async fn hnsw_index_is_built_and_serves_large_pools() {
     let dir = tempfile::tempdir().unwrap();
-    let kb = KnowledgeBase::open(dir.path(), DIM, quire_index::Protection::sealed(&quire_index::DataKey::random())).await.unwrap();
+    let kb = KnowledgeBase::open(dir.path(), DIM, quire_index::Protection::sealed(&quire_index::DataKey::random()))
+        .await
+        .unwrap();
     let rows = HNSW_MIN_ROWS + 500;
     let chunks: Vec<ChunkRecord> = (0..rows)
         .map(|i| ChunkRecord {
@@ -38,7 +40,7 @@ async fn hnsw_index_is_built_and_serves_large_pools() {
         pages: 1,
         chunks: rows as u32,
         ingested_at_ms: 0,
-            modified_ms: 0,
+        modified_ms: 0,
     };
     kb.replace_document(&doc, &chunks).await.unwrap();
     assert!(!kb.has_vector_index().await.unwrap());

@@ -45,7 +45,9 @@ async fn openers_of_a_new_collection_at_once_all_get_its_tables() {
         for o in openers {
             o.await.unwrap();
         }
-        let kb = KnowledgeBase::open(dir.path(), DIM, Protection::sealed(&DataKey::from_bytes(&key).unwrap())).await.unwrap();
+        let kb = KnowledgeBase::open(dir.path(), DIM, Protection::sealed(&DataKey::from_bytes(&key).unwrap()))
+            .await
+            .unwrap();
         let paths: Vec<String> = kb.documents().await.unwrap().into_iter().map(|d| d.path).collect();
         let expected: Vec<String> = (0..OPENERS).map(|i| format!("/notes/{i}.md")).collect();
         assert_eq!(paths, expected, "round {round}: every opener's document is in the one table");

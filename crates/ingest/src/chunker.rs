@@ -120,7 +120,8 @@ impl Chunker {
         counter.with_padding(None);
         anyhow::ensure!(overlap < size / 2, "the overlap must be under half the chunk size");
         let body_tokens = size - overlap;
-        let config = || ChunkConfig::new(body_tokens).with_sizer(BoundedSizer { tokenizer: counter.clone(), body_tokens });
+        let config =
+            || ChunkConfig::new(body_tokens).with_sizer(BoundedSizer { tokenizer: counter.clone(), body_tokens });
         Ok(Chunker {
             text: TextSplitter::new(config()),
             markdown: MarkdownSplitter::new(config()),
@@ -164,7 +165,9 @@ impl Chunker {
                     let span = &page.text[from..to];
                     let cut: Vec<(usize, &str)> = match doc.kind {
                         DocKind::Markdown => self.markdown.chunk_indices(span).collect(),
-                        DocKind::Pdf | DocKind::Text | DocKind::Html | DocKind::Docx | DocKind::Epub => self.text.chunk_indices(span).collect(),
+                        DocKind::Pdf | DocKind::Text | DocKind::Html | DocKind::Docx | DocKind::Epub => {
+                            self.text.chunk_indices(span).collect()
+                        }
                     };
                     cut.into_iter().map(move |(at, piece)| (from + at, piece))
                 })

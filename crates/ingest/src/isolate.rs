@@ -32,7 +32,8 @@ impl Isolation {
     /// The running executable as the worker, with limits from `QUIRE_LOADER_TIMEOUT_S` (seconds,
     /// fractions allowed) and `QUIRE_LOADER_MEMORY_MB` when set (defaults: 120 s, 2048 MB).
     pub fn current_exe() -> std::io::Result<Isolation> {
-        let env_f64 = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| *v > 0.0);
+        let env_f64 =
+            |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| *v > 0.0);
         Ok(Isolation {
             worker: std::env::current_exe()?,
             timeout: Duration::from_secs_f64(env_f64("QUIRE_LOADER_TIMEOUT_S").unwrap_or(120.0)),

@@ -9,8 +9,8 @@ mod office;
 
 pub use chunker::{Chunk, Chunker, CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS, MAX_CHUNK_BYTES};
 pub use loaders::{
-    content_hash, decode_text, html_to_text, is_editor_temporary, is_supported, load_bytes, load_file,
-    read_file, special_file_kind, DocKind, LoadError, LoadedDocument, Page, MAX_FILE_BYTES,
+    content_hash, decode_text, html_to_text, is_editor_temporary, is_supported, load_bytes, load_file, read_file,
+    special_file_kind, DocKind, LoadError, LoadedDocument, Page, MAX_FILE_BYTES,
 };
 pub use office::{docx_text, epub_text, MAX_ARCHIVE_TEXT_BYTES, MAX_ENTRY_BYTES};
 

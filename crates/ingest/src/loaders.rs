@@ -280,10 +280,7 @@ fn looks_binary(bytes: &[u8]) -> bool {
     if head.contains(&0) {
         return true;
     }
-    let control = head
-        .iter()
-        .filter(|&&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x0c))
-        .count();
+    let control = head.iter().filter(|&&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x0c)).count();
     control * 20 > head.len()
 }
 
@@ -305,8 +302,7 @@ fn load_pdf(bytes: &[u8]) -> Result<(Vec<Page>, Vec<u32>), LoadError> {
     for number in doc.get_pages().into_keys() {
         let extracted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut text = String::new();
-            pdf_extract::output_doc_page(&doc, &mut pdf_extract::PlainTextOutput::new(&mut text), number)
-                .map(|_| text)
+            pdf_extract::output_doc_page(&doc, &mut pdf_extract::PlainTextOutput::new(&mut text), number).map(|_| text)
         }));
         let text = match extracted {
             Ok(Ok(text)) => text,

@@ -99,7 +99,9 @@ pub fn docx_text(bytes: &[u8]) -> Result<String, LoadError> {
             Event::Empty(e) | Event::Start(e) if matches!(e.local_name().as_ref(), "tab") => text.push('\t'),
             Event::Empty(e) if matches!(e.local_name().as_ref(), "br" | "cr") => text.push('\n'),
             Event::Text(t) if in_text_run => text.push_str(&t.xml10_content()),
-            Event::GeneralRef(r) if in_text_run => text.push_str(&resolve_entity(&r.xml10_content(), r.resolve_char_ref().ok().flatten())),
+            Event::GeneralRef(r) if in_text_run => {
+                text.push_str(&resolve_entity(&r.xml10_content(), r.resolve_char_ref().ok().flatten()))
+            }
             Event::Eof => break,
             _ => {}
         }
@@ -139,7 +141,9 @@ pub fn epub_text(bytes: &[u8]) -> Result<String, LoadError> {
         match reader.read_event().map_err(|e| xml_error("EPUB", &package_path, e))? {
             Event::Start(e) | Event::Empty(e) => {
                 let attr = |name: &str| {
-                    e.try_get_attribute(name).ok().flatten().and_then(|a| a.normalized_value(quick_xml::XmlVersion::Implicit1_0).ok().map(|v| v.into_owned()))
+                    e.try_get_attribute(name).ok().flatten().and_then(|a| {
+                        a.normalized_value(quick_xml::XmlVersion::Implicit1_0).ok().map(|v| v.into_owned())
+                    })
                 };
                 match e.local_name().as_ref() {
                     "item" => {
@@ -180,7 +184,10 @@ fn first_attribute(xml: &str, element: &str, attribute: &str, part: &str) -> Res
     loop {
         match reader.read_event().map_err(|e| xml_error("EPUB", part, e))? {
             Event::Start(e) | Event::Empty(e) if e.local_name().as_ref() == element => {
-                let value = e.try_get_attribute(attribute).ok().flatten().and_then(|a| a.normalized_value(quick_xml::XmlVersion::Implicit1_0).ok().map(|v| v.into_owned()));
+                let value =
+                    e.try_get_attribute(attribute).ok().flatten().and_then(|a| {
+                        a.normalized_value(quick_xml::XmlVersion::Implicit1_0).ok().map(|v| v.into_owned())
+                    });
                 return Ok(value);
             }
             Event::Eof => return Ok(None),

@@ -87,9 +87,13 @@ fn bad_sample_files_fail_with_reasons_and_latin1_loads() {
 fn a_giant_line_without_spaces_gives_bounded_chunks() {
     let tok = tokenizer();
     let chunker = Chunker::new(&tok).unwrap();
-    let letters: String = (0..20_000_000u32).map(|i| (b'a' + (i.wrapping_mul(2654435761) >> 27) as u8 % 26) as char).collect();
+    let letters: String =
+        (0..20_000_000u32).map(|i| (b'a' + (i.wrapping_mul(2654435761) >> 27) as u8 % 26) as char).collect();
     let punctuated = "v1.2,x;y:z=".repeat(100_000);
-    let mixed = format!("# Title\n\nA normal paragraph before the blob.\n\n{}\n\nAnd a normal one after it.", "ab".repeat(50_000));
+    let mixed = format!(
+        "# Title\n\nA normal paragraph before the blob.\n\n{}\n\nAnd a normal one after it.",
+        "ab".repeat(50_000)
+    );
     for (name, text) in [("letters", letters), ("punctuated", punctuated), ("mixed", mixed)] {
         let doc = quire_ingest::LoadedDocument {
             path: "giant.md".into(),
@@ -101,7 +105,12 @@ fn a_giant_line_without_spaces_gives_bounded_chunks() {
         };
         let started = std::time::Instant::now();
         let chunks = chunker.chunk(&doc);
-        eprintln!("{name}: {} bytes -> {} chunks in {:.1} s", text.len(), chunks.len(), started.elapsed().as_secs_f32());
+        eprintln!(
+            "{name}: {} bytes -> {} chunks in {:.1} s",
+            text.len(),
+            chunks.len(),
+            started.elapsed().as_secs_f32()
+        );
         assert!(chunks.len() > 1, "{name}");
         let mut covered = 0;
         for c in &chunks {
@@ -110,7 +119,11 @@ fn a_giant_line_without_spaces_gives_bounded_chunks() {
             let n = tok.encode(c.text.as_str(), false).unwrap().len();
             assert!(n <= CHUNK_TOKENS, "{name} chunk {} has {n} tokens", c.seq);
             assert!(c.end > covered, "{name}: chunks go forward");
-            assert!(c.start <= covered || text[covered..c.start].trim().is_empty(), "{name}: text between chunks {} left out", c.seq);
+            assert!(
+                c.start <= covered || text[covered..c.start].trim().is_empty(),
+                "{name}: text between chunks {} left out",
+                c.seq
+            );
             covered = c.end;
         }
         assert_eq!(covered, text.trim_end().len(), "{name}: the chunks reach the end");

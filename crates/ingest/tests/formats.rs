@@ -19,9 +19,14 @@ fn docx_paragraphs_come_out_as_lines_with_entities_decoded() {
 
 #[test]
 fn epub_chapters_follow_the_spine_not_the_manifest() {
-    let bytes = quire_testkit::epub(&[("One", "The first chapter opens."), ("Two", "The second chapter follows."), ("Three", "The end.")]);
+    let bytes = quire_testkit::epub(&[
+        ("One", "The first chapter opens."),
+        ("Two", "The second chapter follows."),
+        ("Three", "The end."),
+    ]);
     let text = text_of(DocKind::Epub, &bytes);
-    let (one, two, three) = (text.find("first chapter").unwrap(), text.find("second chapter").unwrap(), text.find("The end").unwrap());
+    let (one, two, three) =
+        (text.find("first chapter").unwrap(), text.find("second chapter").unwrap(), text.find("The end").unwrap());
     assert!(one < two && two < three, "{text}");
     assert!(text.contains("One") && text.contains("Three"), "chapter titles kept: {text}");
     assert!(!text.contains('<'), "no markup left: {text}");

@@ -43,8 +43,8 @@ impl ModelFootprint {
         let file = File::open(path).with_context(|| format!("cannot open the model {}", path.display()))?;
         let file_bytes = file.metadata()?.len();
         let mut reader = BufReader::new(file);
-        let content = Content::read(&mut reader)
-            .with_context(|| format!("{} is not a GGUF model file", path.display()))?;
+        let content =
+            Content::read(&mut reader).with_context(|| format!("{} is not a GGUF model file", path.display()))?;
         let meta = |key: &str| content.metadata.get(key);
         let arch = match meta("general.architecture") {
             Some(Value::String(s)) => s.clone(),
@@ -92,11 +92,8 @@ impl ModelFootprint {
             (as_loaded + vocabulary * OWN_BYTES_PER_VOCABULARY_TOKEN, OWN_KV_ELEMENT_BYTES)
         } else {
             let quantized: u64 = content.tensor_infos.keys().filter_map(|n| tensor_bytes(n)).sum();
-            let embedding_f32 = content
-                .tensor_infos
-                .get("token_embd.weight")
-                .map(|i| i.shape.elem_count() as u64 * 4)
-                .unwrap_or(0);
+            let embedding_f32 =
+                content.tensor_infos.get("token_embd.weight").map(|i| i.shape.elem_count() as u64 * 4).unwrap_or(0);
             let tied_output = if content.tensor_infos.contains_key("output.weight") {
                 0
             } else {

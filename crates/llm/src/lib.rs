@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use mistralrs::{
-    Constraint, GgufModelBuilder, Model, RequestBuilder, Response, TextMessageRole, TextMessages,
-};
+use mistralrs::{Constraint, GgufModelBuilder, Model, RequestBuilder, Response, TextMessageRole, TextMessages};
 use serde::Serialize;
 use ts_rs::TS;
 
@@ -142,9 +140,7 @@ impl Llm {
         // The CPU everywhere but in the Metal build (macOS bundle), which uses the GPU.
         #[cfg(not(feature = "metal"))]
         let builder = builder.with_force_cpu();
-        let mut builder = builder
-            .with_token_source(mistralrs::TokenSource::None)
-            .with_max_num_seqs(1);
+        let mut builder = builder.with_token_source(mistralrs::TokenSource::None).with_max_num_seqs(1);
         if std::env::var_os("QUIRE_LLM_LOG").is_some() {
             builder = builder.with_logging();
         }
@@ -279,10 +275,11 @@ impl Llm {
             time_to_first_token,
             total_time,
             // The first step comes with the prompt; the rest are decode steps.
-            decode_tokens_per_sec: usage
-                .as_ref()
-                .map(|u| u.avg_compl_tok_per_sec)
-                .unwrap_or(if decode_secs > 0.0 { steps.saturating_sub(1) as f32 / decode_secs } else { 0.0 }),
+            decode_tokens_per_sec: usage.as_ref().map(|u| u.avg_compl_tok_per_sec).unwrap_or(if decode_secs > 0.0 {
+                steps.saturating_sub(1) as f32 / decode_secs
+            } else {
+                0.0
+            }),
             prompt_tokens_per_sec: usage
                 .as_ref()
                 .map(|u| u.avg_prompt_tok_per_sec)

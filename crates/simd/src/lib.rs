@@ -32,6 +32,9 @@ pub mod avx2 {
     use std::arch::x86_64::*;
 
     /// The sum of a vector's eight floats, in a fixed order (the Q4_K kernels use it too).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 (the build's baseline).
     #[inline(always)]
     pub unsafe fn hsum(x: __m256) -> f32 {
         let r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
@@ -158,7 +161,7 @@ pub mod avx512 {
         let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
         let r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.121_944_4e-4), r);
         let mut p = _mm512_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1] {
+        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
             p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
         }
         let y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0));

@@ -116,7 +116,10 @@ pub fn docx(paragraphs: &[&str]) -> Vec<u8> {
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?><w:document xmlns:w=\"http://schemas.openxmlformats.org/wordprocessingml/2006/main\"><w:body>{body}</w:body></w:document>"
     );
     zip_archive(&[
-        ("[Content_Types].xml", b"<?xml version=\"1.0\"?><Types xmlns=\"http://schemas.openxmlformats.org/package/2006/content-types\"/>"),
+        (
+            "[Content_Types].xml",
+            b"<?xml version=\"1.0\"?><Types xmlns=\"http://schemas.openxmlformats.org/package/2006/content-types\"/>",
+        ),
         ("word/document.xml", document.as_bytes()),
     ])
 }
@@ -164,7 +167,11 @@ pub fn encrypted_pdf() -> Vec<u8> {
         "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_string(),
         "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>".to_string(),
         "<< /Length 44 >>\nstream\nBT /F1 12 Tf 72 712 Td (Secret text) Tj ET\nendstream".to_string(),
-        format!("<< /Filter /Standard /V 2 /R 3 /Length 128 /P -3904 /O <{}> /U <{}> >>", "ab".repeat(32), "cd".repeat(32)),
+        format!(
+            "<< /Filter /Standard /V 2 /R 3 /Length 128 /P -3904 /O <{}> /U <{}> >>",
+            "ab".repeat(32),
+            "cd".repeat(32)
+        ),
     ];
     let mut pdf = b"%PDF-1.4\n".to_vec();
     let mut offsets = Vec::new();

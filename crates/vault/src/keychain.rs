@@ -30,9 +30,12 @@ pub fn load(collection: &str, key_id: &str) -> Result<Option<DataKey>, VaultErro
         Ok(secret) => {
             let secret = zeroize::Zeroizing::new(secret);
             let bytes = zeroize::Zeroizing::new(hex::decode(secret.as_bytes()).unwrap_or_default());
-            let key = DataKey::from_bytes(&bytes)
-                .filter(|k| k.id() == key_id)
-                .ok_or_else(|| VaultError::Other(format!("the keychain entry \"{}\" does not hold this key", entry_name(collection, key_id))))?;
+            let key = DataKey::from_bytes(&bytes).filter(|k| k.id() == key_id).ok_or_else(|| {
+                VaultError::Other(format!(
+                    "the keychain entry \"{}\" does not hold this key",
+                    entry_name(collection, key_id)
+                ))
+            })?;
             Ok(Some(key))
         }
         Err(keyring::Error::NoEntry) => Ok(None),

@@ -50,8 +50,15 @@ const MEMORY_KIB: u32 = 64 * 1024;
 const ITERATIONS: u32 = 3;
 const LANES: u32 = 1;
 
-fn stretch(passphrase: &Secret, salt: &[u8], memory_kib: u32, iterations: u32, lanes: u32) -> Result<Zeroizing<[u8; 32]>, VaultError> {
-    let params = Params::new(memory_kib, iterations, lanes, Some(32)).map_err(|e| VaultError::Other(format!("bad key parameters: {e}")))?;
+fn stretch(
+    passphrase: &Secret,
+    salt: &[u8],
+    memory_kib: u32,
+    iterations: u32,
+    lanes: u32,
+) -> Result<Zeroizing<[u8; 32]>, VaultError> {
+    let params = Params::new(memory_kib, iterations, lanes, Some(32))
+        .map_err(|e| VaultError::Other(format!("bad key parameters: {e}")))?;
     let mut out = Zeroizing::new([0u8; 32]);
     Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
         .hash_password_into(passphrase.expose().as_bytes(), salt, &mut out[..])
@@ -116,8 +123,14 @@ mod tests {
         assert!(!wrapped.sealed.is_empty());
         let back = unwrap(&wrapped, &Secret::new("correct horse"), "collection x").unwrap();
         assert_eq!(back.bytes(), key.bytes());
-        assert!(matches!(unwrap(&wrapped, &Secret::new("wrong horse"), "collection x"), Err(VaultError::WrongPassphrase)));
-        assert!(matches!(unwrap(&wrapped, &Secret::new("correct horse"), "collection y"), Err(VaultError::WrongPassphrase)));
+        assert!(matches!(
+            unwrap(&wrapped, &Secret::new("wrong horse"), "collection x"),
+            Err(VaultError::WrongPassphrase)
+        ));
+        assert!(matches!(
+            unwrap(&wrapped, &Secret::new("correct horse"), "collection y"),
+            Err(VaultError::WrongPassphrase)
+        ));
         assert!(wrap(&key, &Secret::new(""), "x").is_err());
     }
 }

@@ -108,13 +108,15 @@ impl Vault {
     pub fn unlock(dir: &Path, access: &KeyAccess) -> Result<(Vault, Protection), VaultError> {
         let path = dir.join(MANIFEST);
         let manifest = match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str::<Manifest>(&text)
-                .map_err(|e| VaultError::Other(format!("{} is damaged ({e}); restore it from a backup", path.display())))?,
+            Ok(text) => serde_json::from_str::<Manifest>(&text).map_err(|e| {
+                VaultError::Other(format!("{} is damaged ({e}); restore it from a backup", path.display()))
+            })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let collection = random_id();
                 let key = DataKey::random();
                 let stored = store_key(&collection, &key, access)?;
-                let manifest = Manifest { version: 1, collection: collection.clone(), current: key.id(), keys: vec![stored] };
+                let manifest =
+                    Manifest { version: 1, collection: collection.clone(), current: key.id(), keys: vec![stored] };
                 let vault = Vault { path, manifest };
                 // Another process opening the same new collection may have made its key first
                 // (the app and `quire list` during `quire watch`): the first manifest wins, and
@@ -221,22 +223,37 @@ impl Vault {
         let mut keys = Vec::new();
         for stored in &m.keys {
             let key = self.load_key(stored.id(), access)?;
-            keys.push(BackupKey { id: stored.id().to_owned(), wrapped: passphrase::wrap(&key, backup_passphrase, &backup_purpose(&m.collection))? });
+            keys.push(BackupKey {
+                id: stored.id().to_owned(),
+                wrapped: passphrase::wrap(&key, backup_passphrase, &backup_purpose(&m.collection))?,
+            });
         }
-        let backup = Backup { format: BACKUP_FORMAT.into(), version: 1, collection: m.collection.clone(), current: m.current.clone(), keys };
+        let backup = Backup {
+            format: BACKUP_FORMAT.into(),
+            version: 1,
+            collection: m.collection.clone(),
+            current: m.current.clone(),
+            keys,
+        };
         Ok(serde_json::to_string_pretty(&backup).expect("serialisable"))
     }
 
     /// Puts the keys of a backup back where this machine keeps keys (the keychain, or under
     /// `access`'s passphrase), and the manifest too if it was lost. The backup must be of this
     /// collection.
-    pub fn import(dir: &Path, backup_json: &str, backup_passphrase: &Secret, access: &KeyAccess) -> Result<KeyInfo, VaultError> {
+    pub fn import(
+        dir: &Path,
+        backup_json: &str,
+        backup_passphrase: &Secret,
+        access: &KeyAccess,
+    ) -> Result<KeyInfo, VaultError> {
         let backup: Backup = serde_json::from_str(backup_json)
             .ok()
             .filter(|b: &Backup| b.format == BACKUP_FORMAT)
             .ok_or_else(|| VaultError::Other("this is not a Quire key backup".into()))?;
         let path = dir.join(MANIFEST);
-        let existing: Option<Manifest> = std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok());
+        let existing: Option<Manifest> =
+            std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok());
         if let Some(m) = &existing {
             if m.collection != backup.collection {
                 return Err(VaultError::Other(format!(
@@ -372,7 +389,9 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let access = KeyAccess::passphrase("p");
             let opened: Vec<String> = std::thread::scope(|s| {
-                let handles: Vec<_> = (0..4).map(|_| s.spawn(|| Vault::unlock(dir.path(), &access).unwrap().1.key_id().to_owned())).collect();
+                let handles: Vec<_> = (0..4)
+                    .map(|_| s.spawn(|| Vault::unlock(dir.path(), &access).unwrap().1.key_id().to_owned()))
+                    .collect();
                 handles.into_iter().map(|h| h.join().unwrap()).collect()
             });
             assert!(opened.iter().all(|id| *id == opened[0]), "{opened:?}");

@@ -99,7 +99,14 @@ pub const PRIOR_ACCEPTANCE: f32 = 0.6;
 
 impl SourceControl {
     pub fn new(window: usize, k: usize, max_k: usize) -> SourceControl {
-        SourceControl { window: Window::new(window), k: k.clamp(1, max_k.max(1)), min_k: 1, max_k: max_k.max(1), paused_until: None, pauses: 0 }
+        SourceControl {
+            window: Window::new(window),
+            k: k.clamp(1, max_k.max(1)),
+            min_k: 1,
+            max_k: max_k.max(1),
+            paused_until: None,
+            pauses: 0,
+        }
     }
 
     pub fn active(&mut self, generated: usize) -> bool {
@@ -123,7 +130,14 @@ impl SourceControl {
     /// which were taken (the first rejection ends the step), then adapts: all taken and a high
     /// rate grows K, a low rate shrinks it, and a full window below `fallback_below` pauses
     /// the source for `probe_after` tokens.
-    pub fn update(&mut self, proposed: usize, accepted: usize, generated: usize, fallback_below: f32, probe_after: usize) {
+    pub fn update(
+        &mut self,
+        proposed: usize,
+        accepted: usize,
+        generated: usize,
+        fallback_below: f32,
+        probe_after: usize,
+    ) {
         if proposed == 0 {
             return;
         }

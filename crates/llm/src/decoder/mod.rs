@@ -27,8 +27,8 @@ use crate::{Generation, GenerationRequest, GenerationStats, Progress};
 
 mod attention;
 mod drafting;
-mod prompt_cache;
 mod kernels;
+mod prompt_cache;
 mod text;
 mod transformer;
 mod weights;
@@ -267,7 +267,8 @@ impl Decoder {
         let on_prompt = &mut |done, total| on_progress(Progress::Prompt { done, total });
         let (prompt, cache, reused) = self.prefill(request, speculation, on_prompt, &stop)?;
         let on_text = |piece: &str| on_progress(Progress::Text(piece));
-        let (mut decoded, cache) = self.decode_from(request, &prompt, cache, started, speculation, seed, on_text, stop)?;
+        let (mut decoded, cache) =
+            self.decode_from(request, &prompt, cache, started, speculation, seed, on_text, stop)?;
         reused_prompt(&mut decoded.generation.stats, reused);
         self.prompt_cache.keep(&prompt[..prompt.len() - 1], cache);
         Ok(decoded)
@@ -277,7 +278,12 @@ impl Decoder {
     /// prompt cache (the prompt is processed once): for side-by-side benchmarks and the
     /// exactness check. The first result is the plain one; run `i` samples with seed `seed + i`
     /// (independent draws when sampling).
-    pub fn compare(&self, request: &GenerationRequest, speculations: &[Speculation], seed: u64) -> Result<Vec<Decoded>> {
+    pub fn compare(
+        &self,
+        request: &GenerationRequest,
+        speculations: &[Speculation],
+        seed: u64,
+    ) -> Result<Vec<Decoded>> {
         let widest = speculations.iter().fold(Speculation::off(), |a, s| Speculation {
             max_free: a.max_free.max(s.max_free),
             max_k: a.max_k.max(s.max_k),
@@ -291,7 +297,16 @@ impl Decoder {
             // Each run's clock starts as if its prompt had just been processed.
             let run_started = Instant::now() - prompt_time;
             let run_seed = seed.wrapping_add(i as u64);
-            let (mut decoded, _) = self.decode_from(request, &prompt, cache.clone(), run_started, speculation, run_seed, |_| {}, || false)?;
+            let (mut decoded, _) = self.decode_from(
+                request,
+                &prompt,
+                cache.clone(),
+                run_started,
+                speculation,
+                run_seed,
+                |_| {},
+                || false,
+            )?;
             reused_prompt(&mut decoded.generation.stats, reused);
             out.push(decoded);
         }
@@ -457,7 +472,18 @@ impl Decoder {
             let step_started = Instant::now();
             let mut choice = Choice::Grammar;
             let drafts = if speculation.enabled && throttle.free_drafts && budget > 0 {
-                self.propose(run, speculation, &mut controls, throttle, &mut draft_cache, generated, budget, stats, &mut costs, &mut choice)?
+                self.propose(
+                    run,
+                    speculation,
+                    &mut controls,
+                    throttle,
+                    &mut draft_cache,
+                    generated,
+                    budget,
+                    stats,
+                    &mut costs,
+                    &mut choice,
+                )?
             } else {
                 Vec::new()
             };
@@ -490,7 +516,11 @@ impl Decoder {
                 let choice = match (run.temperature, draft) {
                     (None, Some(d)) => {
                         let best = argmax(row, mask.as_ref());
-                        if best == d.token { Ok(()) } else { Err(best) }
+                        if best == d.token {
+                            Ok(())
+                        } else {
+                            Err(best)
+                        }
                     }
                     (None, None) => Err(argmax(row, mask.as_ref())),
                     (Some(t), Some(d)) => {
@@ -506,7 +536,8 @@ impl Decoder {
                                 Some(q) => residual.iter_mut().zip(q).for_each(|(r, qi)| *r = (*r - qi).max(0.0)),
                                 None => residual[d.token as usize] = 0.0,
                             }
-                            Err(sample(&residual, &mut run.rng).unwrap_or_else(|| sample(&p, &mut run.rng).unwrap_or(d.token)))
+                            Err(sample(&residual, &mut run.rng)
+                                .unwrap_or_else(|| sample(&p, &mut run.rng).unwrap_or(d.token)))
                         }
                     }
                     (Some(t), None) => {
@@ -595,7 +626,11 @@ impl Decoder {
                     let valid = m.validate_tokens(&forced[..take]).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
                     m.consume_tokens(&forced[..valid]).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
                     consumed += valid;
-                    drafts.extend(forced[..valid].iter().map(|&token| Draft { token, source: DraftSource::Grammar, q: None }));
+                    drafts.extend(forced[..valid].iter().map(|&token| Draft {
+                        token,
+                        source: DraftSource::Grammar,
+                        q: None,
+                    }));
                 }
             }
             let room = budget - drafts.len();
@@ -634,11 +669,12 @@ impl Decoder {
                     Some(m) => m.validate_tokens(&lookup_candidate).map_err(|e| anyhow::anyhow!("grammar: {e}"))?,
                     None => lookup_candidate.len(),
                 };
-                let valid = lookup_candidate[..valid]
-                    .iter()
-                    .position(|t| run.stop_tokens.contains(t))
-                    .unwrap_or(valid);
-                drafts.extend(lookup_candidate[..valid].iter().map(|&token| Draft { token, source: DraftSource::Lookup, q: None }));
+                let valid = lookup_candidate[..valid].iter().position(|t| run.stop_tokens.contains(t)).unwrap_or(valid);
+                drafts.extend(lookup_candidate[..valid].iter().map(|&token| Draft {
+                    token,
+                    source: DraftSource::Lookup,
+                    q: None,
+                }));
             } else if choice == Choice::Model {
                 let k = controls[2].k.min(room);
                 consumed += self.draft_from_model(run, speculation, &context, k, draft_cache, &mut drafts, stats)?;
@@ -827,7 +863,8 @@ fn next_mask(run: &mut Run) -> Result<Next> {
     }
     match m.compute_mask() {
         Ok(mask) => {
-            let only_stop = mask.num_set() <= run.stop_tokens.len() && mask.iter().all(|t| run.stop_tokens.contains(&t));
+            let only_stop =
+                mask.num_set() <= run.stop_tokens.len() && mask.iter().all(|t| run.stop_tokens.contains(&t));
             Ok(if only_stop { Next::Done } else { Next::Mask(mask) })
         }
         // The parser can find out it is finished while computing the mask.
@@ -843,7 +880,11 @@ fn pad(mut p: Vec<f32>, len: usize) -> Vec<f32> {
 
 fn per_second(tokens: usize, time: Duration) -> f32 {
     let secs = time.as_secs_f32();
-    if secs > 0.0 { tokens as f32 / secs } else { 0.0 }
+    if secs > 0.0 {
+        tokens as f32 / secs
+    } else {
+        0.0
+    }
 }
 
 fn allowed(mask: Option<&SimpleVob>, token: usize) -> bool {
@@ -863,12 +904,8 @@ pub fn argmax(row: &[f32], mask: Option<&SimpleVob>) -> u32 {
 
 /// Softmax of `row / temperature` over the allowed tokens (others get 0).
 pub fn probabilities(row: &[f32], mask: Option<&SimpleVob>, temperature: f32) -> Vec<f32> {
-    let max = row
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| allowed(mask, *i))
-        .map(|(_, v)| *v)
-        .fold(f32::NEG_INFINITY, f32::max);
+    let max =
+        row.iter().enumerate().filter(|(i, _)| allowed(mask, *i)).map(|(_, v)| *v).fold(f32::NEG_INFINITY, f32::max);
     let mut p: Vec<f32> = row
         .iter()
         .enumerate()
@@ -918,7 +955,11 @@ mod tests {
         for expected in all {
             let c = costs.choose(&all, &controls);
             assert_eq!(c, expected);
-            let secs = match c { Choice::Grammar => 0.030, Choice::Lookup => 0.020, Choice::Model => 0.060 };
+            let secs = match c {
+                Choice::Grammar => 0.030,
+                Choice::Lookup => 0.020,
+                Choice::Model => 0.060,
+            };
             costs.record(c, secs, 1);
         }
         // Then the cheapest, until a loser is due for a probe; a probe that still loses
@@ -926,7 +967,11 @@ mod tests {
         let mut model_probes = Vec::new();
         for step in 0..200 {
             let c = costs.choose(&all, &controls);
-            let secs = match c { Choice::Grammar => 0.030, Choice::Lookup => 0.020, Choice::Model => 0.060 };
+            let secs = match c {
+                Choice::Grammar => 0.030,
+                Choice::Lookup => 0.020,
+                Choice::Model => 0.060,
+            };
             if c == Choice::Model {
                 model_probes.push(step);
             }

@@ -46,7 +46,11 @@ impl PromptCache {
 
     /// How many prompt tokens are kept, and the bytes their cache holds.
     pub(super) fn kept(&self) -> (usize, usize) {
-        self.kept.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or((0, 0), |k| (k.tokens.len(), k.cache.bytes()))
+        self.kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or((0, 0), |k| (k.tokens.len(), k.cache.bytes()))
     }
 
     /// Drops the kept prompt (its memory is given back).

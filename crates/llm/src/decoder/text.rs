@@ -17,7 +17,8 @@ use tokenizers::{AddedToken, PreTokenizerWrapper, SplitDelimiterBehavior, Tokeni
 
 /// Qwen2's pre-tokenizer split (from its tokenizer.json): words, single digits, punctuation
 /// runs, newlines and spaces.
-const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// Names end-of-turn tokens go by across model families.
 const STOP_NAMES: [&str; 4] = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>"];
@@ -55,19 +56,23 @@ impl ChatText {
         let tokens = strings(content, "tokenizer.ggml.tokens")?;
         let merges = strings(content, "tokenizer.ggml.merges")?
             .into_iter()
-            .map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| anyhow!("bad merge {m:?}")))
+            .map(|m| {
+                m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| anyhow!("bad merge {m:?}"))
+            })
             .collect::<Result<Vec<_>>>()?;
         let types: Vec<i32> = match content.metadata.get("tokenizer.ggml.token_type") {
             Some(v) => v.to_vec()?.iter().map(|t| t.to_i32()).collect::<candle_core::Result<_>>()?,
             None => Vec::new(),
         };
-        let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        let vocab: tokenizers::models::bpe::Vocab =
+            tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
         let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| anyhow!("{e}"))?;
         let mut tokenizer = Tokenizer::new(bpe);
         let pre = content.metadata.get("tokenizer.ggml.pre").and_then(|v| v.to_string().ok()).cloned();
         let pre_tokenizer = if pre.as_deref() == Some("qwen2") {
-            let split = Split::new(SplitPattern::Regex(QWEN2_SPLIT.to_string()), SplitDelimiterBehavior::Isolated, false)
-                .map_err(|e| anyhow!("{e}"))?;
+            let split =
+                Split::new(SplitPattern::Regex(QWEN2_SPLIT.to_string()), SplitDelimiterBehavior::Isolated, false)
+                    .map_err(|e| anyhow!("{e}"))?;
             PreTokenizerWrapper::Sequence(Sequence::new(vec![
                 PreTokenizerWrapper::Split(split),
                 PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, false, false)),

@@ -149,7 +149,8 @@ fn metadata_usize(content: &Content, key: &str) -> Result<usize> {
 pub fn open_gguf(path: &Path) -> Result<(Content, BufReader<File>)> {
     let file = File::open(path).with_context(|| format!("cannot open the model {}", path.display()))?;
     let mut reader = BufReader::new(file);
-    let content = Content::read(&mut reader).with_context(|| format!("{} is not a readable GGUF model", path.display()))?;
+    let content =
+        Content::read(&mut reader).with_context(|| format!("{} is not a readable GGUF model", path.display()))?;
     Ok((content, reader))
 }
 
@@ -171,11 +172,7 @@ impl Transformer {
         let hidden = metadata_usize(content, &key("embedding_length"))?;
         let heads = metadata_usize(content, &key("attention.head_count"))?;
         let kv_heads = metadata_usize(content, &key("attention.head_count_kv")).unwrap_or(heads);
-        let rope_base = content
-            .metadata
-            .get(&key("rope.freq_base"))
-            .and_then(|v| v.to_f32().ok())
-            .unwrap_or(10_000.0);
+        let rope_base = content.metadata.get(&key("rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10_000.0);
         let norm_eps = metadata(content, &key("attention.layer_norm_rms_epsilon"))?.to_f32()?;
         let layers_count = metadata_usize(content, &key("block_count"))?;
         let context = metadata_usize(content, &key("context_length")).unwrap_or(4096);
@@ -219,9 +216,7 @@ impl Transformer {
         }
         let final_norm = weights::load_vector(content, reader, "output_norm.weight")?;
         let vocab = output.as_ref().unwrap_or(&embedding).rows;
-        let inv_freq = (0..head_dim / 2)
-            .map(|i| 1.0 / rope_base.powf(2.0 * i as f32 / head_dim as f32))
-            .collect();
+        let inv_freq = (0..head_dim / 2).map(|i| 1.0 / rope_base.powf(2.0 * i as f32 / head_dim as f32)).collect();
         let config = Config {
             architecture,
             layers: layers_count,

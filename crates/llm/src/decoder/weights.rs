@@ -142,7 +142,9 @@ impl<T: RowDot> Blocks for Typed<T> {
     fn matmul(&self, rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32]) {
         let per_row = cols / T::BLCK_SIZE;
         let mut xq = vec![T::VecDotType::zeros(); m * per_row];
-        xq.par_chunks_mut(per_row).enumerate().for_each(|(t, xq_row)| T::quantize(&x[t * cols..(t + 1) * cols], xq_row));
+        xq.par_chunks_mut(per_row)
+            .enumerate()
+            .for_each(|(t, xq_row)| T::quantize(&x[t * cols..(t + 1) * cols], xq_row));
         // Results are gathered row-major by weight row ([row][token]) so each task writes one
         // contiguous slice, then each task moves its rows into `out` ([token][row]) while they
         // are in its cache.

@@ -49,7 +49,9 @@ pub fn read() -> PowerState {
         for supply in supplies.flatten() {
             let path = supply.path();
             match read_text(&path.join("type")).as_deref() {
-                Some("Battery") if read_text(&path.join("status")).as_deref() == Some("Discharging") => on_battery = true,
+                Some("Battery") if read_text(&path.join("status")).as_deref() == Some("Discharging") => {
+                    on_battery = true
+                }
                 Some("Mains") | Some("USB") if read_i64(&path.join("online")) == Some(1) => mains_online = true,
                 _ => {}
             }

@@ -15,7 +15,11 @@ pub fn read() -> PowerState {
         Some(text) => {
             let limit = text
                 .lines()
-                .find_map(|l| l.trim().strip_prefix("CPU_Speed_Limit").map(|v| v.trim_start_matches([' ', '=', '\t']).trim().parse::<u32>().ok()))
+                .find_map(|l| {
+                    l.trim()
+                        .strip_prefix("CPU_Speed_Limit")
+                        .map(|v| v.trim_start_matches([' ', '=', '\t']).trim().parse::<u32>().ok())
+                })
                 .flatten();
             match limit {
                 Some(l) if l >= 100 => Pressure::Nominal,
@@ -29,9 +33,11 @@ pub fn read() -> PowerState {
     };
     let batt = pmset(&["-g", "batt"]).unwrap_or_default();
     let on_battery = batt.contains("'Battery Power'");
-    let power_saver = pmset(&["-g"]).is_some_and(|t| t.lines().any(|l| {
-        let mut parts = l.split_whitespace();
-        parts.next() == Some("lowpowermode") && parts.next() == Some("1")
-    }));
+    let power_saver = pmset(&["-g"]).is_some_and(|t| {
+        t.lines().any(|l| {
+            let mut parts = l.split_whitespace();
+            parts.next() == Some("lowpowermode") && parts.next() == Some("1")
+        })
+    });
     PowerState { pressure, on_battery, power_saver }
 }
