@@ -444,6 +444,8 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
         (!text.is_empty()).then_some(())
     });
     let first_token = asked.elapsed();
+    // Esc, pressed while the answer streams (the ingestion slows it), stops it: checked below.
+    app.type_into("#question", "\u{e00c}");
     let (done, total) = {
         let h = app.text("#ingest-headline");
         eprintln!("when the first token arrived: {h}");
@@ -454,6 +456,14 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     assert!(done < total, "the ingestion was still running when the first token arrived");
     assert_eq!(app.attr("#ingest-panel", "hidden"), None, "ingestion panel still showing progress");
     app.screenshot("07-ask-during-ingestion.png");
+    // Esc stopped the answer: it ends marked stopped, and the ask box is back.
+    let state = app.wait_until("the answer stopped by Esc", Duration::from_secs(60), |a| {
+        let s = a.attr(".exchange:last-child", "data-state").unwrap_or_default();
+        (s != "streaming").then_some(s)
+    });
+    assert_eq!(state, "cancelled", "Esc stops the answer");
+    assert_eq!(app.text(".exchange:last-child .answer-meta"), "stopped");
+    assert_eq!(app.attr("#ask-button", "hidden"), None, "the ask button is back");
     app.click("#cancel-ingest-button");
     let summary = app.wait_until("the cancelled ingestion", Duration::from_secs(120), |a| {
         let s = a.text("#ingest-summary");

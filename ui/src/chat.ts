@@ -68,4 +68,13 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): void {
     }
   });
   stopButton.addEventListener("click", () => void api.cancelAnswer());
+  // Esc stops an answer on its way, before anything else listening for Esc (the quick-ask
+  // window hides on it) sees the key.
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && busy) {
+      ev.preventDefault();
+      ev.stopImmediatePropagation();
+      void api.cancelAnswer();
+    }
+  });
 }
