@@ -109,13 +109,14 @@ pub enum LoadError {
     Binary,
     #[error("not a regular file ({0}); not read")]
     NotRegular(&'static str),
-    #[error("not a readable PDF: {0}")]
+    /// In plain words first; the reader's own words after, for whoever looks further.
+    #[error("the PDF is damaged or incomplete and cannot be read (the PDF reader says: {0})")]
     Pdf(String),
     #[error("the PDF is encrypted with a password")]
     Encrypted,
     #[error("the PDF has no extractable text (scanned images need OCR, which Quire does not do yet)")]
     NoText,
-    #[error("not a readable {kind} file: {reason}")]
+    #[error("the {kind} file is damaged or not a real {kind} file (the reader says: {reason})")]
     Archive { kind: &'static str, reason: String },
     #[error("the {kind} file is password-protected or encrypted")]
     ArchiveEncrypted { kind: &'static str },
