@@ -48,8 +48,6 @@ pub struct Context {
     /// Each passage's quotable sentences (`answer::quotable_spans`) and their token counts.
     spans: Vec<Vec<String>>,
     tokens: Vec<Vec<usize>>,
-    /// Each sentence's meaning (`Reading::meanings`), kept for follow-ups; empty where none.
-    meanings: Vec<Vec<Vec<f32>>>,
     /// Answer-model tokens shown per passage on average; `None`: whole passages.
     budget: Option<usize>,
     /// The first section of each passage in passage order, then what follow-ups added.
@@ -62,24 +60,15 @@ impl Context {
     /// passages.
     pub fn focus(question: &str, passages: Vec<SearchHit>, budget: Option<usize>, reading: &impl Reading) -> Context {
         let spans: Vec<Vec<String>> = passages.iter().map(|p| quotable_spans(&p.text)).collect();
-        let (tokens, meanings) = match budget {
-            Some(_) => {
-                let tokens = spans.iter().map(|s| s.iter().map(|t| reading.tokens(t)).collect()).collect();
-                let all: Vec<&str> = spans.iter().flatten().map(String::as_str).collect();
-                let mut flat = reading.meanings(&all).into_iter();
-                let meanings = if flat.len() == all.len() {
-                    spans.iter().map(|s| flat.by_ref().take(s.len()).collect()).collect()
-                } else {
-                    Vec::new()
-                };
-                (tokens, meanings)
-            }
-            None => (spans.iter().map(|s| vec![0; s.len()]).collect(), Vec::new()),
+        let tokens: Vec<Vec<usize>> = match budget {
+            Some(_) => spans.iter().map(|s| s.iter().map(|t| reading.tokens(t)).collect()).collect(),
+            None => spans.iter().map(|s| vec![0; s.len()]).collect(),
         };
-        let mut context = Context { passages, spans, tokens, meanings, budget, sections: Vec::new() };
+        let mut context = Context { passages, spans, tokens, budget, sections: Vec::new() };
         let chosen = match budget {
             Some(budget) => {
-                let scores = context.scores(question, reading, true);
+                let closeness = closeness(question, &context.spans, reading);
+                let scores = context.scores(question, reading, closeness.as_deref());
                 allocate(&scores, &context.tokens, &vec![HashSet::new(); scores.len()], budget)
             }
             None => context.spans.iter().map(|s| (0..s.len()).collect()).collect(),
@@ -106,15 +95,12 @@ impl Context {
         };
         // By terms alone: a follow-up is often about the answer, not the sources ("Quote the
         // sentence that says this"), and some unshown sentence is always nearest in meaning.
-        let mut scores = self.scores(question, reading, false);
+        let mut scores = self.scores(question, reading, None);
         let shown: Vec<HashSet<usize>> = (0..self.passages.len()).map(|p| self.shown(p)).collect();
         // A follow-up that what is shown answers adds nothing: only sentences bearing on it more
         // than every sentence shown are added (with those around them).
-        let best_shown = shown
-            .iter()
-            .enumerate()
-            .flat_map(|(p, s)| s.iter().map(|&i| scores[p][i]).collect::<Vec<_>>())
-            .fold(0f32, f32::max);
+        let best_shown =
+            shown.iter().zip(&scores).flat_map(|(s, passage)| s.iter().map(move |&i| passage[i])).fold(0f32, f32::max);
         for (p, passage) in scores.iter_mut().enumerate() {
             for (i, score) in passage.iter_mut().enumerate() {
                 if !shown[p].contains(&i) && *score <= best_shown {
@@ -204,11 +190,11 @@ impl Context {
 
     /// How strongly each sentence of each passage bears on `question`, from 0 (not at all) to
     /// 2: the summed rarity (over all the passages' sentences) of the question's terms it
-    /// holds, over the most any sentence holds; plus, `with_meaning` where meanings are known, how much
-    /// closer its meaning is to the question's than that of the sentence a quarter of the way
+    /// holds, over the most any sentence holds; plus, given each sentence's `closeness` to the
+    /// question (`closeness`), how much closer it is than the sentence a quarter of the way
     /// down from the closest, over the closest's lead (the other three quarters get nothing of
     /// it, so the budget is left for the sentences around the chosen ones).
-    fn scores(&self, question: &str, reading: &impl Reading, with_meaning: bool) -> Vec<Vec<f32>> {
+    fn scores(&self, question: &str, reading: &impl Reading, closeness: Option<&[Vec<f32>]>) -> Vec<Vec<f32>> {
         let set = |text: &str| reading.terms(text).split_whitespace().map(str::to_owned).collect::<HashSet<String>>();
         let asked = set(question);
         let held: Vec<Vec<HashSet<String>>> =
@@ -231,7 +217,7 @@ impl Context {
         if most > 0.0 {
             scores.iter_mut().flatten().for_each(|s| *s /= most);
         }
-        if let Some(closeness) = with_meaning.then(|| self.closeness(question, reading)).flatten() {
+        if let Some(closeness) = closeness {
             let mut sorted: Vec<f32> = closeness.iter().flatten().cloned().collect();
             sorted.sort_by(f32::total_cmp);
             let (quarter, closest) = (sorted[sorted.len() * 3 / 4], sorted[sorted.len() - 1]);
@@ -243,23 +229,26 @@ impl Context {
         }
         scores
     }
+}
 
-    /// Each sentence's cosine to the question's meaning, where meanings are known.
-    fn closeness(&self, question: &str, reading: &impl Reading) -> Option<Vec<Vec<f32>>> {
-        if self.meanings.is_empty() || self.meanings.iter().all(Vec::is_empty) {
-            return None;
-        }
-        let asked = reading.meanings(&[question]).pop()?;
-        let dot = |v: &Vec<f32>| v.iter().zip(&asked).map(|(a, b)| a * b).sum::<f32>();
-        Some(self.meanings.iter().map(|passage| passage.iter().map(dot).collect()).collect())
-    }
+/// Each sentence's cosine to the question's meaning (the question and the sentences embedded
+/// in one call), per passage; `None` where `reading` has no meanings.
+fn closeness(question: &str, spans: &[Vec<String>], reading: &impl Reading) -> Option<Vec<Vec<f32>>> {
+    let texts: Vec<&str> = std::iter::once(question).chain(spans.iter().flatten().map(String::as_str)).collect();
+    let meanings = reading.meanings(&texts);
+    let (asked, mut sentences) = match meanings.split_first() {
+        Some((asked, sentences)) if meanings.len() == texts.len() && !sentences.is_empty() => (asked, sentences.iter()),
+        _ => return None,
+    };
+    let dot = |v: &Vec<f32>| v.iter().zip(asked).map(|(a, b)| a * b).sum::<f32>();
+    Some(spans.iter().map(|s| sentences.by_ref().take(s.len()).map(dot).collect()).collect())
 }
 
 /// The sentences to show of each passage (ascending), none of them already `shown`, within
 /// `budget` tokens per passage over all the passages together, so the budget goes where the
 /// question's terms are: first each passage's best scoring sentence, then the best scoring
-/// ones of all passages (each with the sentence after it) (a sentence already shown counts against the budget but is not shown
-/// again), then the sentences nearest those, nearest first, a passage's until one does not
+/// ones of all passages, each with the sentence after it (a sentence already shown counts
+/// against the budget but is not shown again), then the sentences nearest those, nearest first, a passage's until one does not
 /// fit. A passage with no scoring sentence is shown its beginning if nothing was shown of it
 /// yet, else nothing more.
 fn allocate(scores: &[Vec<f32>], tokens: &[Vec<usize>], shown: &[HashSet<usize>], budget: usize) -> Vec<Vec<usize>> {
@@ -355,8 +344,8 @@ mod tests {
         text.split_whitespace().count()
     }
 
-    /// Words as terms and tokens, and no meanings: terms alone choose.
-    pub(super) struct Words;
+    /// Words as terms and tokens, and meanings from the function it holds.
+    pub(super) struct Words(fn(&[&str]) -> Vec<Vec<f32>>);
 
     impl Reading for Words {
         fn terms(&self, text: &str) -> String {
@@ -365,35 +354,27 @@ mod tests {
         fn tokens(&self, text: &str) -> usize {
             count(text)
         }
-        fn meanings(&self, _: &[&str]) -> Vec<Vec<f32>> {
-            Vec::new()
-        }
-    }
-
-    /// As `Words`, and a meaning that knows tides, seas and the Moon go together.
-    struct Tides;
-
-    impl Reading for Tides {
-        fn terms(&self, text: &str) -> String {
-            words(text)
-        }
-        fn tokens(&self, text: &str) -> usize {
-            count(text)
-        }
         fn meanings(&self, texts: &[&str]) -> Vec<Vec<f32>> {
-            let topic = ["tides", "moon", "oceans", "sea", "pulls"];
-            texts
-                .iter()
-                .map(|t| {
-                    let w = words(t);
-                    let near = w.split(' ').filter(|w| topic.contains(w)).count() as f32;
-                    let other = w.split(' ').count() as f32 - near;
-                    let norm = (near * near + other * other).sqrt().max(1e-6);
-                    vec![near / norm, other / norm]
-                })
-                .collect()
+            (self.0)(texts)
         }
     }
+
+    /// No meanings: terms alone choose.
+    pub(super) const WORDS: Words = Words(|_| Vec::new());
+    /// A meaning that knows tides, seas and the Moon go together.
+    const TIDES: Words = Words(|texts| {
+        let topic = ["tides", "moon", "oceans", "sea", "pulls"];
+        texts
+            .iter()
+            .map(|t| {
+                let w = words(t);
+                let near = w.split(' ').filter(|w| topic.contains(w)).count() as f32;
+                let other = w.split(' ').count() as f32 - near;
+                let norm = (near * near + other * other).sqrt().max(1e-6);
+                vec![near / norm, other / norm]
+            })
+            .collect()
+    });
 
     fn passage(id: &str, text: &str) -> SearchHit {
         SearchHit { chunk_id: id.into(), path: format!("{id}.txt"), text: text.into(), ..Default::default() }
@@ -422,7 +403,7 @@ mod tests {
             "Which program performs a Smith-Waterman search?",
             vec![p.clone()],
             Some(FOCUS_TOKENS),
-            &Words,
+            &WORDS,
         );
         let quotes = &context.quotes()[0];
         assert!(quotes.contains(&special.to_string()), "{quotes:?}");
@@ -444,7 +425,7 @@ mod tests {
     fn short_passages_are_shown_whole_and_unmatched_ones_from_their_beginning() {
         let short = passage("s", "Tides follow the Moon. Bread rises.");
         let long = long_passage("l", 40, 20, "Nothing of the question here either.");
-        let context = Context::focus("Why do tides happen?", vec![short, long], Some(FOCUS_TOKENS), &Words);
+        let context = Context::focus("Why do tides happen?", vec![short, long], Some(FOCUS_TOKENS), &WORDS);
         assert_eq!(context.quotes()[0], ["Tides follow the Moon.", "Bread rises."]);
         assert!(context.quotes()[1][0].contains("sentence 0 "), "{:?}", context.quotes()[1]);
         assert!(context
@@ -458,7 +439,7 @@ mod tests {
         // short one does not use is shown of the long one, beyond a passage's share.
         let long: Vec<String> = (0..80).map(|i| format!("Notes on ssearch36 run {i} of many here today.")).collect();
         let passages = vec![passage("short", "Tides follow the Moon."), passage("long", &long.join(" "))];
-        let context = Context::focus("ssearch36", passages, Some(FOCUS_TOKENS), &Words);
+        let context = Context::focus("ssearch36", passages, Some(FOCUS_TOKENS), &WORDS);
         let shown: Vec<usize> = context.quotes().iter().map(|q| q.iter().map(|s| count(s)).sum()).collect();
         assert_eq!(shown[0], 4);
         assert!(shown[1] > FOCUS_TOKENS && shown[0] + shown[1] <= 2 * FOCUS_TOKENS, "{shown:?}");
@@ -470,19 +451,19 @@ mod tests {
         let answer = "The Moon pulls the oceans toward it.";
         let p = long_passage("a", 60, 40, answer);
         let question = "Why do tides happen?";
-        let by_terms = Context::focus(question, vec![p.clone()], Some(FOCUS_TOKENS), &Words);
+        let by_terms = Context::focus(question, vec![p.clone()], Some(FOCUS_TOKENS), &WORDS);
         assert!(!by_terms.quotes()[0].contains(&answer.to_string()), "{:?}", by_terms.quotes());
-        let by_meaning = Context::focus(question, vec![p], Some(FOCUS_TOKENS), &Tides);
+        let by_meaning = Context::focus(question, vec![p], Some(FOCUS_TOKENS), &TIDES);
         assert!(by_meaning.quotes()[0].contains(&answer.to_string()), "{:?}", by_meaning.quotes());
     }
 
     #[test]
     fn a_rare_term_outweighs_a_common_one() {
         let text = "The search uses a matrix. The search is fast. The search runs ssearch36 on proteins.";
-        let scores = Context::focus("q", vec![passage("a", text)], Some(FOCUS_TOKENS), &Words).scores(
+        let scores = Context::focus("q", vec![passage("a", text)], Some(FOCUS_TOKENS), &WORDS).scores(
             "search ssearch36",
-            &Words,
-            true,
+            &WORDS,
+            None,
         );
         assert!(scores[0][2] > scores[0][0] && scores[0][0] > 0.0, "{scores:?}");
     }
@@ -492,12 +473,12 @@ mod tests {
         let a = long_passage("a", 60, 10, "The gap open penalty is set with the -f option.");
         let b = long_passage("b", 60, 50, "Searches run faster with SSE2 vector instructions.");
         let first =
-            Context::focus("What sets the gap open penalty?", vec![a.clone(), b.clone()], Some(FOCUS_TOKENS), &Words);
+            Context::focus("What sets the gap open penalty?", vec![a.clone(), b.clone()], Some(FOCUS_TOKENS), &WORDS);
         let first_prompt = first.prompt("What sets the gap open penalty?");
         let prefix = &first_prompt[..first_prompt.rfind("Question:").unwrap()];
 
         // Same passages: the old prompt kept, the new sentences after it.
-        let next = first.follow_up("How do SSE2 instructions change speed?", &[a.clone(), b.clone()], &Words).unwrap();
+        let next = first.follow_up("How do SSE2 instructions change speed?", &[a.clone(), b.clone()], &WORDS).unwrap();
         let prompt = next.prompt("How do SSE2 instructions change speed?");
         assert!(prompt.starts_with(prefix), "{prompt}");
         assert!(prompt[prefix.len()..].starts_with("[2] (b.txt, more)\n"), "{prompt}");
@@ -508,21 +489,21 @@ mod tests {
         // A follow-up that what is shown answers best adds nothing, though a sentence not shown
         // holds one of its terms: the prompt is reused to its question.
         let answered =
-            first.follow_up("Which option sets the gap open penalty with SSE2?", &[a.clone(), b.clone()], &Words);
+            first.follow_up("Which option sets the gap open penalty with SSE2?", &[a.clone(), b.clone()], &WORDS);
         assert_eq!(answered.unwrap().sections, first.sections);
         // A follow-up about what was shown (no new term) adds nothing: the prompt is reused to
         // its question.
-        let again = next.follow_up("Say that again?", &[a.clone(), b.clone()], &Words).unwrap();
+        let again = next.follow_up("Say that again?", &[a.clone(), b.clone()], &WORDS).unwrap();
         assert_eq!(again.sections, next.sections);
         // The same passages in another order are told apart (to be put back in order first);
         // other passages get no follow-up.
         assert!(
             first.same_passages(&[b.clone(), a.clone()])
-                && first.follow_up("q", &[b.clone(), a.clone()], &Words).is_none()
+                && first.follow_up("q", &[b.clone(), a.clone()], &WORDS).is_none()
         );
         assert!(!first.same_passages(&[a.clone(), passage("c", "Other text.")]));
-        assert!(first.follow_up("q", &[a.clone(), passage("c", "Other text.")], &Words).is_none());
-        assert!(first.follow_up("q", &[a], &Words).is_none());
+        assert!(first.follow_up("q", &[a.clone(), passage("c", "Other text.")], &WORDS).is_none());
+        assert!(first.follow_up("q", &[a], &WORDS).is_none());
     }
 
     #[test]
@@ -530,10 +511,10 @@ mod tests {
         let sentences: Vec<String> =
             (0..100).map(|i| format!("Topic{i} is explained in this sentence here.")).collect();
         let p = passage("a", &sentences.join(" "));
-        let mut context = Context::focus("topic0", vec![p.clone()], Some(FOCUS_TOKENS), &Words);
+        let mut context = Context::focus("topic0", vec![p.clone()], Some(FOCUS_TOKENS), &WORDS);
         let mut rounds = 0;
         while let Some(next) =
-            context.follow_up(&format!("topic{}", 10 * (rounds + 1)), std::slice::from_ref(&p), &Words)
+            context.follow_up(&format!("topic{}", 10 * (rounds + 1)), std::slice::from_ref(&p), &WORDS)
         {
             context = next;
             rounds += 1;
@@ -552,10 +533,10 @@ mod whole {
     fn without_a_budget_passages_are_shown_whole_as_they_are() {
         let text = "First line.\nSecond  line, with spaces.\n\nA table: 1 2 3";
         let hit = SearchHit { chunk_id: "a".into(), path: "a.txt".into(), text: text.into(), ..Default::default() };
-        let context = Context::focus("anything", vec![hit.clone()], None, &super::tests::Words);
+        let context = Context::focus("anything", vec![hit.clone()], None, &super::tests::WORDS);
         assert_eq!(context.prompt("q"), format!("Sources:\n\n[1] (a.txt)\n{text}\n\nQuestion: q"));
         assert_eq!(context.quotes()[0], quotable_spans(text));
-        let next = context.follow_up("other", &[hit], &super::tests::Words).unwrap();
+        let next = context.follow_up("other", &[hit], &super::tests::WORDS).unwrap();
         assert_eq!(next.prompt("other"), format!("Sources:\n\n[1] (a.txt)\n{text}\n\nQuestion: other"));
     }
 }

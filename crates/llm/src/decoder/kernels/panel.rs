@@ -130,7 +130,8 @@ unsafe fn matmul_grouped<const SUB: usize, const GROUP: usize>(
         for (i, u) in unpacked.iter_mut().enumerate() {
             unpack(i, b, u);
         }
-        // Three panels' block (14 KB) stay in cache while every row of the task meets them.
+        // A group of panels' block (14 KB for three) stays in cache while every row of the task
+        // meets it.
         for p in (0..panels.panels).step_by(GROUP) {
             let count = (panels.panels - p).min(GROUP);
             for first in (0..rows).step_by(ROWS) {
@@ -411,8 +412,10 @@ mod tests {
     /// `matmul_grouped` with its grouping fixed.
     type Grouped = unsafe fn(usize, usize, &dyn Fn(usize, usize, &mut Unpacked), &Panels, &mut [f32], usize);
 
-    /// Multiply-adds per second of the Q4_K panels on one thread, at a prompt's shape (the FFN's
-    /// gate: 8,960 rows of 1,536, 96 tokens). A measurement, not a check: run with --ignored.
+    /// Multiply-adds per second of the Q4_K panels on one thread, one panel at a time against
+    /// three, at a prompt's shape (1,024 rows of 1,536, as a slice of the FFN's gate, and 96
+    /// tokens); the two groupings must give the same bits. The speeds are printed, not checked:
+    /// run with --ignored --nocapture.
     #[test]
     #[ignore = "a measurement: cargo test --release panel_speed -- --ignored --nocapture"]
     fn panel_speed() {
@@ -427,9 +430,10 @@ mod tests {
         let tokens = tokens(cols, m);
         let token_bytes: Vec<&[u8]> = tokens.iter().map(|t| bytes_of(t)).collect();
         let panels = Panels::new(&token_bytes, cols / 256);
-        let mut out = vec![0f32; 16 * m];
         let rounds = 20;
-        let mut time = |grouped: Grouped| {
+        // The rate, and the last task's results.
+        let time = |grouped: Grouped| {
+            let mut out = vec![0f32; 16 * m];
             let start = std::time::Instant::now();
             for _ in 0..rounds {
                 for task in 0..rows / 16 {
@@ -439,11 +443,12 @@ mod tests {
                     unsafe { grouped(16, cols / 256, &unpack_row, &panels, &mut out, m) };
                 }
             }
-            (rounds * rows * cols * m) as f64 / start.elapsed().as_secs_f64() / 1e9
+            ((rounds * rows * cols * m) as f64 / start.elapsed().as_secs_f64() / 1e9, out)
         };
         for _ in 0..3 {
-            let one = time(|r, b, u, p, o, s| unsafe { matmul_grouped::<32, 1>(r, b, u, p, o, s) });
-            let three = time(|r, b, u, p, o, s| unsafe { matmul_grouped::<32, 3>(r, b, u, p, o, s) });
+            let (one, by_one) = time(|r, b, u, p, o, s| unsafe { matmul_grouped::<32, 1>(r, b, u, p, o, s) });
+            let (three, by_three) = time(|r, b, u, p, o, s| unsafe { matmul_grouped::<32, 3>(r, b, u, p, o, s) });
+            assert!(by_one.iter().zip(&by_three).all(|(a, b)| a.to_bits() == b.to_bits()), "the groupings differ");
             println!("Q4_K panels, G multiply-adds/s on one thread: a panel at a time {one:.1}, three {three:.1}");
         }
     }
