@@ -306,3 +306,49 @@ fn the_chi_square_check_itself_rejects_different_distributions() {
     // Wilson–Hilferty against table values: χ²(0.99; 2) = 9.21, χ²(0.99; 10) = 23.21.
     assert!((chi_square_99(2) - 9.21).abs() < 0.15 && (chi_square_99(10) - 23.21).abs() < 0.1);
 }
+
+/// Prompt processing of the default model on this machine: a RAG-sized prompt (656 new tokens
+/// after 118 kept, as `quire bench ttft` with focused passages) in the decoder's blocks of 256,
+/// three runs, then a follow-up's 23 tokens after it; prints the rates. For profiling
+/// kernels (`perf record` on this test).
+#[test]
+#[ignore = "a measurement: cargo test --release --test decoder prompt_speed -- --ignored --nocapture"]
+fn prompt_speed() {
+    let model = Transformer::load(&quire_testkit::model(&quire_models::QWEN_1_5B)).unwrap();
+    let tokens: Vec<u32> = (0..774u32).map(|i| 1000 + i * 7919 % 30000).collect();
+    let (kept, total) = (118, tokens.len());
+    let mut cache = model.new_cache(total + 23);
+    model.forward(&tokens[..kept], &mut cache, usize::MAX).unwrap();
+    let mut last = Vec::new();
+    for run in 0..3 {
+        cache.truncate(kept);
+        let start = std::time::Instant::now();
+        for block in tokens[kept..total - 1].chunks(256) {
+            model.forward(block, &mut cache, usize::MAX).unwrap();
+        }
+        let logits = model.forward(&tokens[total - 1..], &mut cache, 0).unwrap();
+        let seconds = start.elapsed().as_secs_f64();
+        println!(
+            "run {run}: {} tokens in {seconds:.2} s, {:.1} tokens/s",
+            total - kept,
+            (total - kept) as f64 / seconds
+        );
+        // Every run the same logits: the measurement measures the same work.
+        assert!(last.is_empty() || last == logits);
+        last = logits;
+    }
+    // A follow-up's new tokens after the whole prompt.
+    for run in 0..3 {
+        cache.truncate(total);
+        let start = std::time::Instant::now();
+        model.forward(&tokens[..22], &mut cache, usize::MAX).unwrap();
+        model.forward(&tokens[22..23], &mut cache, 0).unwrap();
+        println!("follow-up {run}: 23 tokens in {:.2} s", start.elapsed().as_secs_f64());
+    }
+    for m in [1, 2, 4, 5, 6, 8, 12] {
+        cache.truncate(total);
+        let start = std::time::Instant::now();
+        model.forward(&tokens[..m], &mut cache, 0).unwrap();
+        println!("verify {m}: {:.3} s", start.elapsed().as_secs_f64());
+    }
+}

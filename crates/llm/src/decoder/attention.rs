@@ -20,8 +20,13 @@ pub fn scores(queries: &[f32], keys: &[f32], hd: usize, scale: f32, scores: &mut
     assert!(keys.len() >= seen.next_multiple_of(KEY_BLOCK) * hd && scores.len() == group * seen);
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     {
-        // SAFETY: the build targets AVX2 and FMA (the cfg above); bounds are checked above.
-        unsafe { avx2::scores(queries, keys, hd, group, seen, scale, scores) }
+        if super::kernels::wide_kernel() {
+            // SAFETY: the CPU has AVX-512 F (`wide_kernel`); bounds are checked above.
+            unsafe { avx512::scores(queries, keys, hd, group, seen, scale, scores) }
+        } else {
+            // SAFETY: the build targets AVX2 and FMA (the cfg above); bounds are checked above.
+            unsafe { avx2::scores(queries, keys, hd, group, seen, scale, scores) }
+        }
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
     for p in 0..seen {
@@ -42,8 +47,13 @@ pub fn weighted_values(weights: &[f32], values: &[f32], hd: usize, out: &mut [f3
     debug_assert!(values.len() >= seen * hd && weights.len() == group * seen);
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     {
-        // SAFETY: as in `scores`.
-        unsafe { avx2::weighted_values(weights, values, hd, group, seen, out) }
+        if super::kernels::wide_kernel() {
+            // SAFETY: as in `scores`.
+            unsafe { avx512::weighted_values(weights, values, hd, group, seen, out) }
+        } else {
+            // SAFETY: as in `scores`.
+            unsafe { avx2::weighted_values(weights, values, hd, group, seen, out) }
+        }
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
     for h in 0..group {
@@ -133,10 +143,24 @@ mod avx2 {
 
     #[inline(always)]
     unsafe fn heads_values<const N: usize>(w: &[f32], values: &[f32], hd: usize, seen: usize, out: &mut [f32]) {
-        let wide = hd / 32 * 32;
-        let narrow = hd / 8 * 8;
+        heads_values_from::<N>(w, values, hd, seen, out, 0)
+    }
+
+    /// `heads_values` for dimensions `from..hd` (each dimension's sum is its own, so where a
+    /// wider kernel did the first ones the rest are as they would be here).
+    #[inline(always)]
+    pub unsafe fn heads_values_from<const N: usize>(
+        w: &[f32],
+        values: &[f32],
+        hd: usize,
+        seen: usize,
+        out: &mut [f32],
+        from: usize,
+    ) {
+        let wide = from + (hd - from) / 32 * 32;
+        let narrow = from + (hd - from) / 8 * 8;
         let v = values.as_ptr();
-        let mut c = 0;
+        let mut c = from;
         while c < wide {
             let mut acc = [[_mm256_setzero_ps(); 4]; N];
             for p in 0..seen {
@@ -174,6 +198,106 @@ mod avx2 {
                 out[h * hd + c] = s;
             }
             c += 1;
+        }
+    }
+}
+
+/// The same sums 16 lanes at a time where the CPU has AVX-512: each lane runs the same chain
+/// of fused multiply-adds in the same order as in `avx2` (a key block's 16 positions are one
+/// vector here, two there; value dimensions likewise), so the results are the same bits and
+/// the choice of kernel changes nothing but the time.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod avx512 {
+    use super::KEY_BLOCK;
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn scores(q: &[f32], keys: &[f32], hd: usize, group: usize, seen: usize, scale: f32, out: &mut [f32]) {
+        // Up to 8 heads per pass over a block: 8 accumulators, a key vector, a broadcast.
+        for first in (0..group).step_by(8) {
+            let heads = &q[first * hd..(first + (group - first).min(8)) * hd];
+            let out = &mut out[first * seen..];
+            match heads.len() / hd {
+                1 => heads_scores::<1>(heads, keys, hd, seen, scale, out),
+                2 => heads_scores::<2>(heads, keys, hd, seen, scale, out),
+                3 => heads_scores::<3>(heads, keys, hd, seen, scale, out),
+                4 => heads_scores::<4>(heads, keys, hd, seen, scale, out),
+                5 => heads_scores::<5>(heads, keys, hd, seen, scale, out),
+                6 => heads_scores::<6>(heads, keys, hd, seen, scale, out),
+                7 => heads_scores::<7>(heads, keys, hd, seen, scale, out),
+                _ => heads_scores::<8>(heads, keys, hd, seen, scale, out),
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn heads_scores<const N: usize>(
+        q: &[f32],
+        keys: &[f32],
+        hd: usize,
+        seen: usize,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        let scale = _mm512_set1_ps(scale);
+        for block in 0..seen.div_ceil(KEY_BLOCK) {
+            let k = keys.as_ptr().add(block * KEY_BLOCK * hd);
+            let mut acc = [_mm512_setzero_ps(); N];
+            for d in 0..hd {
+                let kd = _mm512_loadu_ps(k.add(d * KEY_BLOCK));
+                for (h, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps(_mm512_set1_ps(*q.as_ptr().add(h * hd + d)), kd, *a);
+                }
+            }
+            let from = block * KEY_BLOCK;
+            let here = (seen - from).min(KEY_BLOCK);
+            let mask: __mmask16 = ((1u32 << here) - 1) as u16;
+            for (h, a) in acc.iter().enumerate() {
+                _mm512_mask_storeu_ps(out.as_mut_ptr().add(h * seen + from), mask, _mm512_mul_ps(*a, scale));
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn weighted_values(w: &[f32], values: &[f32], hd: usize, group: usize, seen: usize, out: &mut [f32]) {
+        for first in (0..group).step_by(3) {
+            let heads = (group - first).min(3);
+            let (w, out) = (&w[first * seen..(first + heads) * seen], &mut out[first * hd..(first + heads) * hd]);
+            match heads {
+                1 => heads_values::<1>(w, values, hd, seen, out),
+                2 => heads_values::<2>(w, values, hd, seen, out),
+                _ => heads_values::<3>(w, values, hd, seen, out),
+            }
+        }
+    }
+
+    /// Up to 3 heads over 64 of their dimensions at a time (12 running sums); dimensions past
+    /// the last 64 by `avx2`'s loops.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn heads_values<const N: usize>(w: &[f32], values: &[f32], hd: usize, seen: usize, out: &mut [f32]) {
+        let wide = hd / 64 * 64;
+        let v = values.as_ptr();
+        for c in (0..wide).step_by(64) {
+            let mut acc = [[_mm512_setzero_ps(); 4]; N];
+            for p in 0..seen {
+                let row = [0, 16, 32, 48].map(|i| _mm512_loadu_ps(v.add(p * hd + c + i)));
+                for (h, a) in acc.iter_mut().enumerate() {
+                    let wp = _mm512_set1_ps(*w.get_unchecked(h * seen + p));
+                    for i in 0..4 {
+                        a[i] = _mm512_fmadd_ps(wp, row[i], a[i]);
+                    }
+                }
+            }
+            for (h, a) in acc.iter().enumerate() {
+                for (i, ai) in a.iter().enumerate() {
+                    _mm512_storeu_ps(out.as_mut_ptr().add(h * hd + c + 16 * i), *ai);
+                }
+            }
+        }
+        if wide < hd {
+            super::avx2::heads_values_from::<N>(w, values, hd, seen, out, wide);
         }
     }
 }
@@ -216,6 +340,37 @@ mod tests {
                     assert!((out[h * hd + d] as f64 - want).abs() < 1e-3, "hd {hd} h {h} d {d}");
                 }
             }
+        }
+    }
+
+    /// Where the CPU has AVX-512 its kernels give the AVX2 kernels' bits, so which of them
+    /// runs changes no answer.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    #[test]
+    fn wide_and_narrow_kernels_give_the_same_bits() {
+        if !super::super::kernels::cpu_has_avx512_vnni() {
+            return;
+        }
+        for hd in [64, 72, 100, 128] {
+            let (group, seen): (usize, usize) = (7, 37);
+            let f = |i: usize, m: usize| ((i * m % 101) as f32 - 50.0) / 37.0;
+            let q: Vec<f32> = (0..group * hd).map(|i| f(i, 7)).collect();
+            let keys: Vec<f32> = (0..seen.next_multiple_of(KEY_BLOCK) * hd).map(|i| f(i, 13)).collect();
+            let v: Vec<f32> = (0..seen * hd).map(|i| f(i, 17)).collect();
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            let (mut narrow, mut wide) = (vec![0f32; group * seen], vec![0f32; group * seen]);
+            unsafe {
+                avx2::scores(&q, &keys, hd, group, seen, 0.3, &mut narrow);
+                avx512::scores(&q, &keys, hd, group, seen, 0.3, &mut wide);
+            }
+            assert_eq!(bits(&narrow), bits(&wide), "scores, hd {hd}");
+            let w: Vec<f32> = (0..group * seen).map(|i| f(i, 3) / 10.0).collect();
+            let (mut narrow, mut wide) = (vec![0f32; group * hd], vec![0f32; group * hd]);
+            unsafe {
+                avx2::weighted_values(&w, &v, hd, group, seen, &mut narrow);
+                avx512::weighted_values(&w, &v, hd, group, seen, &mut wide);
+            }
+            assert_eq!(bits(&narrow), bits(&wide), "weighted values, hd {hd}");
         }
     }
 }

@@ -316,9 +316,11 @@ impl Transformer {
             rms_norm(&x, &layer.ffn_norm, c.norm_eps, &mut normed);
             layer.gate.matmul(&normed, m, &mut gate);
             layer.up.matmul(&normed, m, &mut up);
-            for (g, u) in gate.iter_mut().zip(&up) {
-                *g = *g / (1.0 + (-*g).exp()) * u;
-            }
+            gate.par_chunks_mut(ffn).zip(up.par_chunks(ffn)).for_each(|(gate, up)| {
+                for (g, u) in gate.iter_mut().zip(up) {
+                    *g = *g / (1.0 + (-*g).exp()) * u;
+                }
+            });
             layer.down.matmul(&gate, m, &mut proj);
             for (xi, pi) in x.iter_mut().zip(&proj) {
                 *xi += pi;
@@ -381,13 +383,13 @@ impl Transformer {
 
 fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let n = weight.len();
-    for (row, o) in x.chunks(n).zip(out.chunks_mut(n)) {
+    x.par_chunks(n).zip(out.par_chunks_mut(n)).for_each(|(row, o)| {
         let mean = row.iter().map(|v| v * v).sum::<f32>() / n as f32;
         let scale = 1.0 / (mean + eps).sqrt();
         for ((oi, xi), wi) in o.iter_mut().zip(row).zip(weight) {
             *oi = xi * scale * wi;
         }
-    }
+    });
 }
 
 fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {

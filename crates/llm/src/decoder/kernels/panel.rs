@@ -68,29 +68,39 @@ pub struct Panels {
 }
 
 impl Panels {
-    /// The first `16 · (tokens.len() / 16)` tokens (each a row of Q8_K blocks, as bytes).
-    pub fn new(tokens: &[&[u8]], blocks: usize) -> Panels {
-        let panels = tokens.len() / PANEL;
+    /// `tokens` (each a row of Q8_K blocks, as bytes) in `lanes / 16` panels: with `lanes`
+    /// past the tokens, the last panel's empty lanes are zero (their results are zero, and
+    /// dropped).
+    pub fn new(tokens: &[&[u8]], blocks: usize, lanes: usize) -> Panels {
+        use rayon::prelude::*;
+        let panels = lanes / PANEL;
         let mut codes = vec![0u32; panels * blocks * 64 * PANEL];
         let mut sums = vec![0u32; panels * blocks * 8 * PANEL];
         let mut scales = vec![0f32; panels * blocks * PANEL];
-        for p in 0..panels {
-            for (lane, token) in tokens[p * PANEL..(p + 1) * PANEL].iter().enumerate() {
-                for b in 0..blocks {
-                    let y = &token[b * Q8K_BYTES..(b + 1) * Q8K_BYTES];
-                    let at = p * blocks + b;
-                    scales[at * PANEL + lane] = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
-                    for g in 0..64 {
-                        let q = &y[4 + 4 * g..8 + 4 * g];
-                        codes[(at * 64 + g) * PANEL + lane] = u32::from_le_bytes([q[0], q[1], q[2], q[3]]);
-                    }
-                    for u in 0..8 {
-                        let s = &y[260 + 4 * u..264 + 4 * u];
-                        sums[(at * 8 + u) * PANEL + lane] = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        codes
+            .par_chunks_mut(blocks * 64 * PANEL)
+            .zip(sums.par_chunks_mut(blocks * 8 * PANEL))
+            .zip(scales.par_chunks_mut(blocks * PANEL))
+            .enumerate()
+            .for_each(|(p, ((codes, sums), scales))| {
+                for (lane, token) in tokens.iter().enumerate().skip(p * PANEL).take(PANEL) {
+                    let lane = lane - p * PANEL;
+                    for b in 0..blocks {
+                        let y = &token[b * Q8K_BYTES..(b + 1) * Q8K_BYTES];
+                        scales[b * PANEL + lane] = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+                        for g in 0..64 {
+                            let q = &y[4 + 4 * g..8 + 4 * g];
+                            // Shifted to unsigned (see `accumulate`).
+                            codes[(b * 64 + g) * PANEL + lane] =
+                                u32::from_le_bytes([q[0], q[1], q[2], q[3]]) ^ 0x8080_8080;
+                        }
+                        for u in 0..8 {
+                            let s = &y[260 + 4 * u..264 + 4 * u];
+                            sums[(b * 8 + u) * PANEL + lane] = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+                        }
                     }
                 }
-            }
-        }
+            });
         Panels { panels, blocks, codes, sums, scales }
     }
 }
@@ -126,9 +136,11 @@ unsafe fn matmul_grouped<const SUB: usize, const GROUP: usize>(
     assert!(panels.blocks == blocks && out.len() >= rows.saturating_sub(1) * stride + PANEL * panels.panels);
     out.iter_mut().for_each(|o| *o = 0.0);
     let mut unpacked = vec![Unpacked::ZERO; rows];
+    let mut shifts = vec![0i32; rows];
     for b in 0..blocks {
-        for (i, u) in unpacked.iter_mut().enumerate() {
+        for (i, (u, shift)) in unpacked.iter_mut().zip(&mut shifts).enumerate() {
             unpack(i, b, u);
+            *shift = shift_of::<SUB>(u);
         }
         // A group of panels' block (14 KB for three) stays in cache while every row of the task
         // meets it.
@@ -136,13 +148,15 @@ unsafe fn matmul_grouped<const SUB: usize, const GROUP: usize>(
             let count = (panels.panels - p).min(GROUP);
             for first in (0..rows).step_by(ROWS) {
                 let group = &unpacked[first..(first + ROWS).min(rows)];
+                let shifts = &shifts[first..first + group.len()];
                 let o = out.as_mut_ptr().add(first * stride + p * PANEL);
                 if group.len() == ROWS {
-                    accumulate_panels::<SUB, ROWS>(group, panels, p, count, b, o, stride);
+                    accumulate_panels::<SUB, ROWS>(group, shifts, panels, p, count, b, o, stride);
                 } else {
                     for (i, row) in group.iter().enumerate() {
                         accumulate_panels::<SUB, 1>(
                             std::slice::from_ref(row),
+                            &shifts[i..i + 1],
                             panels,
                             p,
                             count,
@@ -160,8 +174,10 @@ unsafe fn matmul_grouped<const SUB: usize, const GROUP: usize>(
 /// `accumulate` for `count` (1 to 3) panels from `p` on.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
+#[allow(clippy::too_many_arguments)]
 unsafe fn accumulate_panels<const SUB: usize, const R: usize>(
     rows: &[Unpacked],
+    shifts: &[i32],
     panels: &Panels,
     p: usize,
     count: usize,
@@ -170,21 +186,27 @@ unsafe fn accumulate_panels<const SUB: usize, const R: usize>(
     stride: usize,
 ) {
     match count {
-        3 => accumulate::<SUB, R, 3>(rows, panels, p, b, out, stride),
-        2 => accumulate::<SUB, R, 2>(rows, panels, p, b, out, stride),
-        _ => accumulate::<SUB, R, 1>(rows, panels, p, b, out, stride),
+        3 => accumulate::<SUB, R, 3>(rows, shifts, panels, p, b, out, stride),
+        2 => accumulate::<SUB, R, 2>(rows, shifts, panels, p, b, out, stride),
+        _ => accumulate::<SUB, R, 1>(rows, shifts, panels, p, b, out, stride),
     }
 }
 
 /// Adds block `b` of `R` rows times panels `p..p + P` to `out[i * stride + t]` (panel p + j's
 /// tokens at t = 16 j..), by `canonical`: called for b = 0, 1, … in order, it gives the
 /// per-token kernels' sums. The integers are exact, so how they are grouped changes nothing.
+///
+/// The tokens' bytes are shifted to unsigned (y + 128) and the weights (0 to 63) taken as
+/// signed, so each weight is broadcast straight from memory into `vpdpbusd` (whose broadcast
+/// operand is its signed one) with no instruction of its own; the shift adds 128 · Σ scale ·
+/// Σ weights to the first integer, the row's `shifts`, taken off again at the block's end.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
 // Indices into several small arrays at once, which stay in registers as they are.
 #[allow(clippy::needless_range_loop)]
 unsafe fn accumulate<const SUB: usize, const R: usize, const P: usize>(
     rows: &[Unpacked],
+    shifts: &[i32],
     panels: &Panels,
     p: usize,
     b: usize,
@@ -209,7 +231,7 @@ unsafe fn accumulate<const SUB: usize, const R: usize, const P: usize>(
             for i in 0..R {
                 let w = _mm512_set1_epi32(weights(i).add(g).read());
                 for j in 0..P {
-                    raw[i][j] = _mm512_dpbusd_epi32(raw[i][j], w, y[j]);
+                    raw[i][j] = _mm512_dpbusd_epi32(raw[i][j], y[j], w);
                 }
             }
         }
@@ -232,10 +254,21 @@ unsafe fn accumulate<const SUB: usize, const R: usize, const P: usize>(
             let o = out.add(i * stride + j * PANEL);
             let d = _mm512_mul_ps(_mm512_set1_ps(rows[i].d), yd);
             let m = _mm512_mul_ps(_mm512_set1_ps(rows[i].m), yd);
-            let acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(first[i][j]), _mm512_loadu_ps(o));
+            let first = _mm512_sub_epi32(first[i][j], _mm512_set1_epi32(shifts[i]));
+            let acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(first), _mm512_loadu_ps(o));
             _mm512_storeu_ps(o, _mm512_fnmadd_ps(m, _mm512_cvtepi32_ps(second), acc));
         }
     }
+}
+
+/// What shifting the tokens' bytes by 128 adds to a block's first integer: 128 · Σ over the
+/// sub-blocks of scale · the sub-block's summed weights (exact: at most 2^29 in magnitude).
+fn shift_of<const SUB: usize>(u: &Unpacked) -> i32 {
+    let mut shift = 0i32;
+    for (s, chunk) in u.weights.chunks_exact(SUB).enumerate() {
+        shift += u.scales[s] * chunk.iter().map(|&w| w as i32).sum::<i32>();
+    }
+    128 * shift
 }
 
 /// The per-token kernels' end of a block for a tile of up to 4 tokens: each token's two
@@ -355,7 +388,7 @@ mod tests {
         let bytes = bytes_of(&blocks);
         let tokens = tokens(cols, m);
         let token_bytes: Vec<&[u8]> = tokens.iter().map(|t| bytes_of(t)).collect();
-        let panels = Panels::new(&token_bytes, cols / 256);
+        let panels = Panels::new(&token_bytes, cols / 256, m);
         let mut out = vec![f32::NAN; rows * m];
         let unpack_row =
             |i: usize, b: usize, u: &mut Unpacked| unsafe { unpack(&bytes[i * row_bytes..(i + 1) * row_bytes], b, u) };
@@ -429,7 +462,7 @@ mod tests {
         let bytes = bytes_of(&blocks);
         let tokens = tokens(cols, m);
         let token_bytes: Vec<&[u8]> = tokens.iter().map(|t| bytes_of(t)).collect();
-        let panels = Panels::new(&token_bytes, cols / 256);
+        let panels = Panels::new(&token_bytes, cols / 256, m);
         let rounds = 20;
         // The rate, and the last task's results.
         let time = |grouped: Grouped| {
