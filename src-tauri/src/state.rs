@@ -102,7 +102,7 @@ impl AppState {
             // the grammar and the passages, which measured faster on the CPU (ARCHITECTURE.md).
             draft_path: settings.draft_model.as_ref().map(PathBuf::from),
             top_k: quire_engine::DEFAULT_TOP_K,
-            focus_tokens: None,
+            focus_tokens: Some(quire_engine::DEFAULT_FOCUS_TOKENS),
             max_answer_tokens: MAX_ANSWER_TOKENS,
             loader: Some(quire_engine::Isolation::current_exe()?),
             keys: self.key_access(),

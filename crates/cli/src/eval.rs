@@ -58,9 +58,9 @@ pub struct AnswersArgs {
     #[arg(long)]
     top_k: Option<usize>,
     /// Show the model only the sentences of each passage that bear on the question, this
-    /// many tokens per passage on average (default: whole passages).
-    #[arg(long)]
-    focus_tokens: Option<usize>,
+    /// many tokens per passage on average; 0 shows whole passages.
+    #[arg(long, default_value_t = quire_engine::DEFAULT_FOCUS_TOKENS)]
+    focus_tokens: usize,
     /// Ask only the first N questions (the retrieval table covers all).
     #[arg(long)]
     limit: Option<usize>,
@@ -216,7 +216,7 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         anyhow::ensure!(k > 0, "--top-k must be at least 1");
         config.top_k = k;
     }
-    config.focus_tokens = args.focus_tokens;
+    config.focus_tokens = (args.focus_tokens > 0).then_some(args.focus_tokens);
     let temp = tempfile::tempdir().context("cannot make a temporary folder")?;
     let top_k = config.top_k;
     println!(

@@ -31,9 +31,9 @@ pub struct TtftArgs {
     #[arg(long, default_value_t = 5)]
     limit: usize,
     /// Show the model only the sentences of each passage that bear on the question, this
-    /// many tokens per passage on average (default: whole passages).
-    #[arg(long)]
-    focus_tokens: Option<usize>,
+    /// many tokens per passage on average; 0 shows whole passages.
+    #[arg(long, default_value_t = quire_engine::DEFAULT_FOCUS_TOKENS)]
+    focus_tokens: usize,
     /// Answer model (name or GGUF path).
     #[arg(long, default_value = "qwen2.5-coder-1.5b")]
     model: String,
@@ -51,7 +51,7 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     config.llm_path = crate::resolve_model(&args.model)?;
     let model_path = config.llm_path.clone();
     config.draft_path = None;
-    config.focus_tokens = args.focus_tokens;
+    config.focus_tokens = (args.focus_tokens > 0).then_some(args.focus_tokens);
     let docs = match &args.docs {
         Some(d) => d.clone(),
         None => crate::bench::default_docs()?,

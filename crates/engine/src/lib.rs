@@ -51,8 +51,7 @@ pub struct EngineConfig {
     pub top_k: usize,
     /// Show the model only the sentences of each passage that bear on the question, this many
     /// answer-model tokens per passage on average (`context`); `None` shows whole passages.
-    /// Off by default: on the 44-question answer evaluation it kept gold-page citations
-    /// (84.1 %) but lowered the gold answers' words (76.0 → 72.5 %, BENCHMARKS.md).
+    /// `DEFAULT_FOCUS_TOKENS` in the app and the CLI.
     pub focus_tokens: Option<usize>,
     pub max_answer_tokens: usize,
     /// Load PDF, DOCX and EPUB files in a child process with these limits (`None`: in this
@@ -75,6 +74,11 @@ pub struct EngineConfig {
 /// set a gold page is among the top 3 for 95.5 % of questions (97.7 % at 5), and each passage
 /// costs ~25 s of prompt processing on a 2-core CPU (BENCHMARKS.md, answer evaluation).
 pub const DEFAULT_TOP_K: usize = 3;
+/// Answer-model tokens shown of each passage on average (`EngineConfig::focus_tokens`). On the
+/// 44-question answer evaluation, against whole passages: gold-page citations 88.6 % (84.1),
+/// gold answers' words 76.7 % (76.0), parse and quotes 100 %, the prompt about half as long
+/// (BENCHMARKS.md).
+pub const DEFAULT_FOCUS_TOKENS: usize = 200;
 
 /// The collection the CLI uses and the app opens first.
 pub const DEFAULT_COLLECTION: &str = "default";
@@ -114,7 +118,7 @@ impl EngineConfig {
             llm_path: quire_models::QWEN_1_5B.location()?,
             draft_path: None,
             top_k: DEFAULT_TOP_K,
-            focus_tokens: None,
+            focus_tokens: Some(DEFAULT_FOCUS_TOKENS),
             max_answer_tokens: 512,
             loader: Some(Isolation::current_exe()?),
             keys: KeyAccess::from_env(),
@@ -205,7 +209,7 @@ impl Cancel {
 pub struct Cancelled;
 
 /// A retrieved passage as shown to the model and to people.
-#[derive(Debug, Clone, Serialize, TS)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, TS)]
 pub struct Source {
     /// 1-based number the model cites it by.
     pub number: usize,
