@@ -141,13 +141,14 @@ impl App {
         .expect("tauri-driver not found: `cargo install tauri-driver --locked` (scripts/setup.sh does)");
         wait_for_port(port, "tauri-driver");
         let base = format!("http://127.0.0.1:{port}");
-        let caps = json!({"capabilities": {"alwaysMatch": {
-            "browserName": "wry",
-            "tauri:options": {"application": env!("CARGO_BIN_EXE_quire-app")}
-        }}});
-        let reply = post(&base, "/session", &caps);
-        let session = reply["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {reply}")).to_string();
+        let session = new_session(&base);
         App { session, base, _driver: driver, _display: display_proc, home }
+    }
+
+    /// Quits the app and starts it again on the same QUIRE_HOME, as a person restarting it.
+    fn restart(&mut self) {
+        ureq::delete(&format!("{}/session/{}", self.base, self.session)).call().expect("the app did not quit");
+        self.session = new_session(&self.base);
     }
 
     fn cmd(&self, method: &str, path: &str, body: Option<Value>) -> Value {
@@ -304,6 +305,30 @@ impl Drop for App {
     }
 }
 
+/// A WebDriver session: tauri-driver starts the app for it.
+fn new_session(base: &str) -> String {
+    let caps = json!({"capabilities": {"alwaysMatch": {
+        "browserName": "wry",
+        "tauri:options": {"application": env!("CARGO_BIN_EXE_quire-app")}
+    }}});
+    let reply = post(base, "/session", &caps);
+    reply["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {reply}")).to_string()
+}
+
+/// What the sources pane lists: each passage's document and page, and whether it is cited.
+fn pane(app: &App) -> Vec<String> {
+    app.js(
+        "return [...document.querySelectorAll('#source-list .source')].map(e => \
+         e.querySelector('.source-doc').textContent + ' cited=' + e.dataset.cited);",
+        json!([]),
+    )
+    .as_array()
+    .unwrap()
+    .iter()
+    .map(|v| v.as_str().unwrap().to_string())
+    .collect()
+}
+
 fn post(base: &str, path: &str, body: &Value) -> Value {
     let until = Instant::now() + Duration::from_secs(30);
     loop {
@@ -334,7 +359,7 @@ fn smollm2_settings() -> Value {
 fn add_documents_ask_and_read_sources_in_the_real_window() {
     let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
     let docs = quire_testkit::copy_samples(&["fasta_guide.pdf", "4ti2_manual.pdf", "markdown", "bad"]);
-    let app = App::start(smollm2_settings());
+    let mut app = App::start(smollm2_settings());
     app.wait_ready();
     app.screenshot("01-main-empty.png");
 
@@ -380,6 +405,24 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     assert!(sources.iter().any(|s| s.contains(".pdf, p. ")), "a cited PDF passage is shown with its page: {sources:?}");
     let marked = app.text("#source-list mark");
     eprintln!("highlighted quote: {marked:?}");
+    // Every passage the answer was written from is listed, the uncited ones said so.
+    let first_pane = pane(&app);
+    eprintln!("sources pane, first answer: {first_pane:?}");
+    assert_eq!(first_pane.len(), 3, "the 3 passages read: {first_pane:?}");
+    assert!(first_pane.iter().any(|p| p.ends_with("cited=true")), "{first_pane:?}");
+
+    // Each answer keeps its own passages: after an answer from another document, the first
+    // answer's marker brings the first answer's passages back to the pane.
+    app.ask("How do I compute a Hilbert basis with 4ti2?", Duration::from_secs(400));
+    let second_pane = pane(&app);
+    eprintln!("sources pane, second answer: {second_pane:?}");
+    assert_ne!(first_pane, second_pane, "the second answer's passages are other passages");
+    app.click(".exchange:nth-child(1) .citation-marker");
+    app.wait_until("the first answer's passages back in the pane", Duration::from_secs(10), |a| {
+        (pane(a) == first_pane).then_some(())
+    });
+    assert!(app.attr(".exchange:nth-child(1)", "class").unwrap_or_default().contains("sources-shown"));
+    app.screenshot("02b-old-answer-sources.png");
 
     // The memory panel shows the loaded weights and the process's resident memory.
     app.wait_until("the memory panel", Duration::from_secs(10), |a| (a.bytes("#mem-rss") > 0).then_some(()));
@@ -470,6 +513,26 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
         s.contains("cancelled").then_some(s)
     });
     eprintln!("after cancel: {summary}");
+
+    // After a restart the history's answers keep their markers, and the first one's open its
+    // own passages, the quoted words marked.
+    app.restart();
+    app.wait_ready();
+    app.wait_until("the history with its markers", Duration::from_secs(60), |a| {
+        let n = a.js(
+            "return document.querySelectorAll('.exchange[data-state=history] .citation-marker').length;",
+            json!([]),
+        );
+        (n.as_u64().unwrap_or(0) > 0).then_some(())
+    });
+    assert_eq!(app.text(".exchange:nth-child(1) .question"), "What does the ssearch36 program do?");
+    app.click(".exchange:nth-child(1) .citation-marker");
+    app.wait_until("the first answer's passages after the restart", Duration::from_secs(10), |a| {
+        (pane(a) == first_pane).then_some(())
+    });
+    assert_eq!(app.text("#source-list mark"), marked, "the same quote marked after the restart");
+    app.set_size(800, 600);
+    app.screenshot("08-history-after-restart-800x600.png");
 }
 
 /// The memory panel's prediction for the default answer model, loaded at start, against the

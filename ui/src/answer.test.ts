@@ -1,4 +1,4 @@
-import { citedPlaces, ExchangeView, renderSources, retrievedPlaces } from "./answer";
+import { answerPlaces, citedPlaces, ExchangeView, renderSources, retrievedPlaces } from "./answer";
 import type { Citation } from "./bindings/Citation";
 
 const citation = (number: number, quote: string, passage: string, range: [number, number] | null, page: number | null = 4): Citation => ({
@@ -91,5 +91,36 @@ describe("answer view", () => {
     expect(list.querySelector("mark")).toBeNull();
     expect(list.textContent).toContain("not found word for word");
     expect(list.querySelector(".source-doc")!.textContent).toBe("guide1.pdf");
+  });
+
+  it("keeps every passage an answer was written from, the uncited ones said so", () => {
+    const source = (number: number) => ({ number, chunk_id: `doc:${number}`, path: `/docs/guide${number}.pdf`, page: 4, start: 0, end: 2, text: "ab", score: 1 });
+    const places = answerPlaces([citation(2, "b", "ab", [1, 2])], [source(1), source(2), source(3)]);
+    expect(places.map((p) => [p.number, p.cited])).toEqual([[1, false], [2, true], [3, false]]);
+    const list = document.createElement("ol");
+    renderSources(list, places, () => {});
+    const items = [...list.querySelectorAll("li.source")];
+    expect(items.map((i) => i.getAttribute("data-cited"))).toEqual(["false", "true", "false"]);
+    expect(items[0].textContent).toContain("Read for this answer, not cited.");
+    expect(items[1].textContent).not.toContain("not cited");
+    expect(items[1].querySelector("mark")!.textContent).toBe("b");
+  });
+
+  it("shows a past answer with markers for its own passages, or names them where none were kept", () => {
+    const opened: number[] = [];
+    const kept = {
+      question: "q", answer: "It is a search.", at_ms: 0,
+      citations: [{ number: 3, chunk_id: "doc:3", path: "/docs/old.pdf", page: 9, quote: "x", quote_range: [0, 1] as [number, number], passage: "x y" }],
+      sources: [],
+    };
+    const v = ExchangeView.past(kept, (n) => opened.push(n));
+    expect(v.root.dataset.state).toBe("history");
+    expect(v.root.querySelector(".answer-text")!.textContent).toBe("It is a search.");
+    expect(v.places.map((p) => [p.number, p.path, p.passage])).toEqual([[3, "/docs/old.pdf", "x y"]]);
+    v.root.querySelector<HTMLButtonElement>(".citation-marker")!.click();
+    expect(opened).toEqual([3]);
+    const before = ExchangeView.past({ ...kept, citations: [{ ...kept.citations[0], chunk_id: "", quote_range: null, passage: "" }] }, () => {});
+    expect(before.root.querySelector(".citation-marker")).toBeNull();
+    expect(before.root.querySelector(".answer-meta")!.textContent).toBe("[3] old.pdf p. 9");
   });
 });

@@ -1,12 +1,15 @@
 // One question and its answer in the conversation, streamed as the model writes, then shown with
-// numbered citation markers; and the sources pane listing the cited passages.
-import type { Answer, EngineEvent } from "./api";
+// numbered citation markers; and the sources pane listing the passages it was written from, the
+// cited ones with their quotes marked. Each answer keeps its own passages (in the history too),
+// so an old answer's markers show its passages, not the latest answer's.
+import type { Answer, EngineEvent, Exchange } from "./api";
 import type { Citation } from "./bindings/Citation";
+import type { CitedPlace } from "./bindings/CitedPlace";
 import type { Source } from "./bindings/Source";
 import { el } from "./dom";
-import { location, splitByteRange } from "./format";
+import { fileName, location, splitByteRange } from "./format";
 
-export type Cited = { number: number; chunkId: string; path: string; page: number | null; passage: string; quote: string; range: [number, number] | null };
+export type Cited = { number: number; chunkId: string; path: string; page: number | null; passage: string; quote: string; range: [number, number] | null; cited: boolean };
 
 export class ExchangeView {
   readonly root: HTMLElement;
@@ -16,6 +19,9 @@ export class ExchangeView {
   private reading: HTMLProgressElement;
   private streamed = "";
   sources: Source[] = [];
+  /// What the sources pane shows for this answer once it is in: every passage it was written
+  /// from, cited or not.
+  places: Cited[] = [];
   /// How many text updates arrived while streaming (the UI shows them as they come).
   updates = 0;
 
@@ -60,9 +66,42 @@ export class ExchangeView {
   finish(answer: Answer): Cited[] {
     this.reading.hidden = true;
     this.text.textContent = answer.text;
-    const cited = citedPlaces(answer.citations);
+    this.places = answerPlaces(answer.citations, answer.sources);
+    this.showMarkers();
+    const s = answer.stats;
+    const ttft = s.time_to_first_token.secs + s.time_to_first_token.nanos / 1e9;
+    const spec = answer.speculation;
+    // Tokens per model step: above 1 when drafted tokens were accepted (speculative decoding).
+    const perStep = spec && spec.verify_steps > 0 ? ` · ${(spec.generated_tokens / spec.verify_steps).toFixed(1)} tokens/step` : "";
+    this.meta.textContent = `${s.completion_tokens} tokens · first token ${ttft.toFixed(1)} s · ${s.decode_tokens_per_sec.toFixed(1)} tok/s${perStep}`;
+    this.root.setAttribute("data-state", "done");
+    return this.places;
+  }
+
+  /// An answer from the history, with its markers where its passages were kept (answers
+  /// recorded before passages were kept name their sources in plain text).
+  static past(x: Exchange, onMarker: (n: number) => void): ExchangeView {
+    const v = new ExchangeView(x.question, onMarker);
+    v.text.textContent = x.answer;
+    v.root.setAttribute("data-state", "history");
+    if (x.citations.length && x.citations.every((c) => c.passage)) {
+      v.places = answerPlaces(x.citations, x.sources);
+      v.showMarkers();
+      v.meta.textContent = `asked ${new Date(x.at_ms).toLocaleString()}`;
+    } else {
+      v.meta.textContent = x.citations.map((c) => `[${c.number}] ${fileName(c.path)}${c.page == null ? "" : ` p. ${c.page}`}`).join("  ");
+    }
+    return v;
+  }
+
+  /// Marks this answer as the one whose passages the sources pane shows.
+  showing(shown: boolean): void {
+    this.root.classList.toggle("sources-shown", shown);
+  }
+
+  private showMarkers(): void {
     this.markers.replaceChildren(
-      ...cited.map((c) => {
+      ...this.places.filter((c) => c.cited).map((c) => {
         const b = el("button", {
           className: "citation-marker",
           text: String(c.number),
@@ -72,14 +111,6 @@ export class ExchangeView {
         return b;
       }),
     );
-    const s = answer.stats;
-    const ttft = s.time_to_first_token.secs + s.time_to_first_token.nanos / 1e9;
-    const spec = answer.speculation;
-    // Tokens per model step: above 1 when drafted tokens were accepted (speculative decoding).
-    const perStep = spec && spec.verify_steps > 0 ? ` · ${(spec.generated_tokens / spec.verify_steps).toFixed(1)} tokens/step` : "";
-    this.meta.textContent = `${s.completion_tokens} tokens · first token ${ttft.toFixed(1)} s · ${s.decode_tokens_per_sec.toFixed(1)} tok/s${perStep}`;
-    this.root.setAttribute("data-state", "done");
-    return cited;
   }
 
   fail(message: string): void {
@@ -92,20 +123,31 @@ export class ExchangeView {
 
 /// The retrieved passages as the sources pane shows them before the answer cites any.
 export function retrievedPlaces(sources: Source[]): Cited[] {
-  return sources.map((s) => ({ number: s.number, chunkId: s.chunk_id, path: s.path, page: s.page, passage: s.text, quote: "", range: null }));
+  return sources.map((s) => ({ number: s.number, chunkId: s.chunk_id, path: s.path, page: s.page, passage: s.text, quote: "", range: null, cited: false }));
 }
 
 /// One entry per cited source (a source cited twice keeps its first quote).
-export function citedPlaces(citations: Citation[]): Cited[] {
+export function citedPlaces(citations: (Citation | CitedPlace)[]): Cited[] {
   const seen = new Map<number, Cited>();
   for (const c of citations) {
     if (!seen.has(c.number))
-      seen.set(c.number, { number: c.number, chunkId: c.chunk_id, path: c.path, page: c.page, passage: c.passage, quote: c.quote, range: c.quote_range });
+      seen.set(c.number, { number: c.number, chunkId: c.chunk_id, path: c.path, page: c.page, passage: c.passage, quote: c.quote, range: c.quote_range, cited: true });
   }
   return [...seen.values()].sort((a, b) => a.number - b.number);
 }
 
+/// An answer's passages in the order the model numbered them: the cited ones with their quotes,
+/// then where they fall the ones it read and did not cite, so a reader can check those too.
+export function answerPlaces(citations: (Citation | CitedPlace)[], sources: Source[]): Cited[] {
+  const cited = citedPlaces(citations);
+  const numbers = new Set(cited.map((c) => c.number));
+  const read = retrievedPlaces(sources.filter((s) => !numbers.has(s.number)));
+  return [...cited, ...read].sort((a, b) => a.number - b.number);
+}
+
 export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkId: string) => void): void {
+  // Before the answer cites anything every passage is simply found; after, the others were read.
+  const answered = cited.some((c) => c.cited);
   list.replaceChildren(
     ...cited.map((c) => {
       const [before, quote, after] = splitByteRange(c.passage, c.range);
@@ -122,11 +164,12 @@ export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkI
       open.addEventListener("click", () => onOpen(c.chunkId));
       const li = el(
         "li",
-        { className: "source", attrs: { id: `source-${c.number}`, "data-page": c.page == null ? "" : String(c.page) } },
+        { className: "source", attrs: { id: `source-${c.number}`, "data-page": c.page == null ? "" : String(c.page), "data-cited": String(c.cited) } },
         el("div", { className: "source-head" }, el("span", { className: "source-number", text: String(c.number) }), el("span", { className: "source-doc", text: location(c.path, c.page) }), open),
         passage,
       );
       if (!quote && c.quote) li.append(el("p", { className: "muted", text: `Quoted: “${c.quote}” (not found word for word in this passage)` }));
+      if (!c.cited && answered) li.append(el("p", { className: "muted", text: "Read for this answer, not cited." }));
       return li;
     }),
   );

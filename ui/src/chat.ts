@@ -1,9 +1,14 @@
 // The ask box and the conversation, shared by the main window and the quick-ask window.
-import { api, errorText } from "./api";
+import { api, errorText, type Exchange } from "./api";
 import { renderSources, retrievedPlaces, ExchangeView } from "./answer";
 import { byId } from "./dom";
 
-export function setupChat(opts: { onAnswered?: () => void } = {}): void {
+export type Chat = {
+  /// Shows an answer from the history, its markers opening its own passages.
+  addPast: (x: Exchange) => void;
+};
+
+export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
   const form = byId<HTMLFormElement>("ask-form");
   const question = byId<HTMLTextAreaElement>("question");
   const askButton = byId<HTMLButtonElement>("ask-button");
@@ -12,13 +17,26 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): void {
   const sourceList = byId("source-list");
   const sourcesEmpty = document.getElementById("sources-empty");
 
-  const showSource = (n: number) => {
+  const open = (chunkId: string) => api.openSource(chunkId).catch((e) => alert(errorText(e)));
+  // The answer whose passages the pane shows (none while a new answer's are only found).
+  let shownFor: ExchangeView | null = null;
+  const showPassagesOf = (view: ExchangeView | null) => {
+    shownFor?.showing(false);
+    shownFor = view;
+    view?.showing(true);
+    if (view) {
+      renderSources(sourceList, view.places, open);
+      sourceList.setAttribute("data-state", "cited");
+      if (sourcesEmpty) sourcesEmpty.hidden = view.places.length > 0;
+    }
+  };
+  const showSource = (view: ExchangeView, n: number) => {
+    if (shownFor !== view) showPassagesOf(view);
     const item = document.getElementById(`source-${n}`);
     item?.scrollIntoView({ block: "nearest", behavior: "smooth" });
     item?.classList.add("flash");
     window.setTimeout(() => item?.classList.remove("flash"), 900);
   };
-  const open = (chunkId: string) => api.openSource(chunkId).catch((e) => alert(errorText(e)));
 
   let busy = false;
   const setBusy = (b: boolean) => {
@@ -34,7 +52,7 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): void {
     if (!q || busy) return;
     question.value = "";
     setBusy(true);
-    const view = new ExchangeView(q, showSource);
+    const view: ExchangeView = new ExchangeView(q, (n) => showSource(view, n));
     document.getElementById("chat-empty")?.remove();
     conversation.append(view.root);
     view.root.scrollIntoView({ block: "end" });
@@ -45,15 +63,14 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): void {
         // The passages show the moment they are found, long before the first word; once the
         // answer is in, the pane keeps the ones it cites, with the quoted words marked.
         if (e.type === "retrieved") {
+          showPassagesOf(null);
           renderSources(sourceList, retrievedPlaces(e.sources), open);
           sourceList.setAttribute("data-state", "retrieved");
           if (sourcesEmpty) sourcesEmpty.hidden = e.sources.length > 0;
         }
       });
-      const cited = view.finish(answer);
-      renderSources(sourceList, cited, open);
-      sourceList.setAttribute("data-state", "cited");
-      if (sourcesEmpty) sourcesEmpty.hidden = cited.length > 0;
+      view.finish(answer);
+      showPassagesOf(view);
       opts.onAnswered?.();
     } catch (e) {
       view.fail(errorText(e));
@@ -77,4 +94,11 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): void {
       void api.cancelAnswer();
     }
   });
+  return {
+    addPast(x: Exchange) {
+      const view: ExchangeView = ExchangeView.past(x, (n) => showSource(view, n));
+      document.getElementById("chat-empty")?.remove();
+      conversation.append(view.root);
+    },
+  };
 }

@@ -1,15 +1,15 @@
 // The main window: library and ingestion, chat, sources, memory budget, settings.
 import { api, errorText, events, type AppStatus, type IngestSummary } from "./api";
-import { setupChat } from "./chat";
+import { setupChat, type Chat } from "./chat";
 import { byId, el } from "./dom";
 import { fileName, formatBytes, formatDuration } from "./format";
 import { describe, IngestTracker } from "./ingest";
 import { renderMemory } from "./memory";
-import { ExchangeView } from "./answer";
 
 const tracker = new IngestTracker();
 let status: AppStatus | null = null;
 let historyShown = false;
+let chat: Chat;
 
 async function refreshStatus() {
   try {
@@ -170,15 +170,7 @@ async function addPaths(run: () => Promise<IngestSummary | null>) {
 async function loadHistory() {
   try {
     const past = await api.history();
-    const conversation = byId("conversation");
-    if (past.length) document.getElementById("chat-empty")?.remove();
-    for (const x of past.slice(-20)) {
-      const v = new ExchangeView(x.question, () => {});
-      conversation.append(v.root);
-      v.root.querySelector(".answer-text")!.textContent = x.answer;
-      v.root.setAttribute("data-state", "history");
-      v.root.querySelector(".answer-meta")!.textContent = x.citations.map((c) => `[${c.number}] ${fileName(c.path)}${c.page == null ? "" : ` p. ${c.page}`}`).join("  ");
-    }
+    for (const x of past.slice(-20)) chat.addPast(x);
   } catch {
     // No history yet (collection still opening): nothing to show.
   }
@@ -250,7 +242,7 @@ function setupSettings() {
 }
 
 function setup() {
-  setupChat({ onAnswered: () => void refreshMemory() });
+  chat = setupChat({ onAnswered: () => void refreshMemory() });
   setupSettings();
   setupLock();
   void events.onReseal((done, total) => {

@@ -9,14 +9,20 @@ use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::line_log::{sealed_line, LineLog};
-use crate::Answer;
+use crate::{Answer, Source};
 use quire_index::Protection;
 
+/// One question and its answer as kept: with the passages the answer was written from, so an
+/// old answer's citations still open its own passages, after a restart too. Lines written before
+/// the passages were kept read back with none (`serde(default)`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, TS)]
 pub struct Exchange {
     pub question: String,
     pub answer: String,
     pub citations: Vec<CitedPlace>,
+    /// Every passage retrieved for the answer, cited or not, numbered as the model saw them.
+    #[serde(default)]
+    pub sources: Vec<Source>,
     #[ts(type = "number")]
     pub at_ms: i64,
 }
@@ -24,9 +30,16 @@ pub struct Exchange {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, TS)]
 pub struct CitedPlace {
     pub number: usize,
+    #[serde(default)]
+    pub chunk_id: String,
     pub path: String,
     pub page: Option<u32>,
     pub quote: String,
+    /// Byte range of the quote inside the passage, when it is there word for word.
+    #[serde(default)]
+    pub quote_range: Option<(usize, usize)>,
+    #[serde(default)]
+    pub passage: String,
 }
 
 impl Exchange {
@@ -37,8 +50,17 @@ impl Exchange {
             citations: answer
                 .citations
                 .iter()
-                .map(|c| CitedPlace { number: c.number, path: c.path.clone(), page: c.page, quote: c.quote.clone() })
+                .map(|c| CitedPlace {
+                    number: c.number,
+                    chunk_id: c.chunk_id.clone(),
+                    path: c.path.clone(),
+                    page: c.page,
+                    quote: c.quote.clone(),
+                    quote_range: c.quote_range,
+                    passage: c.passage.clone(),
+                })
                 .collect(),
+            sources: answer.sources.clone(),
             at_ms,
         }
     }
@@ -107,7 +129,25 @@ mod tests {
         let e = Exchange {
             question: "q".into(),
             answer: "a".into(),
-            citations: vec![CitedPlace { number: 1, path: "/d.pdf".into(), page: Some(3), quote: "x".into() }],
+            citations: vec![CitedPlace {
+                number: 1,
+                chunk_id: "c1".into(),
+                path: "/d.pdf".into(),
+                page: Some(3),
+                quote: "x".into(),
+                quote_range: Some((4, 5)),
+                passage: "The x marks it.".into(),
+            }],
+            sources: vec![Source {
+                number: 1,
+                chunk_id: "c1".into(),
+                path: "/d.pdf".into(),
+                page: Some(3),
+                start: 0,
+                end: 15,
+                text: "The x marks it.".into(),
+                score: 0.5,
+            }],
             at_ms: 5,
         };
         history.append(&e).unwrap();
@@ -119,5 +159,20 @@ mod tests {
         assert_eq!(history.load().unwrap(), vec![e.clone(), e.clone(), e]);
         history.clear().unwrap();
         assert!(history.load().unwrap().is_empty());
+    }
+
+    /// A line written before exchanges kept their passages still reads back, with none.
+    #[test]
+    fn exchanges_written_before_passages_were_kept_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("history.jsonl"),
+            "{\"question\":\"q\",\"answer\":\"a\",\"citations\":[{\"number\":2,\"path\":\"/d.pdf\",\"page\":null,\"quote\":\"x\"}],\"at_ms\":7}\n",
+        )
+        .unwrap();
+        let past = History::in_folder(dir.path(), Protection::Plain).load().unwrap();
+        assert_eq!(past.len(), 1);
+        assert_eq!((past[0].citations[0].number, past[0].citations[0].passage.as_str()), (2, ""));
+        assert!(past[0].sources.is_empty());
     }
 }
