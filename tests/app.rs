@@ -315,6 +315,16 @@ fn new_session(base: &str) -> String {
     reply["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {reply}")).to_string()
 }
 
+/// Inputs and text areas on show whose placeholder is wider than their text box (by the
+/// placeholder's font): what a person would see cut off.
+const CUT_PLACEHOLDERS: &str = "const ctx = document.createElement('canvas').getContext('2d'); \
+    return [...document.querySelectorAll('input[placeholder], textarea[placeholder]')] \
+      .filter(e => e.offsetParent !== null && !e.value) \
+      .filter(e => { const s = getComputedStyle(e); ctx.font = s.font; \
+        const room = e.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); \
+        return ctx.measureText(e.placeholder).width > room; }) \
+      .map(e => e.id + ': ' + e.placeholder);";
+
 /// What the sources pane lists: each passage's document and page, and whether it is cited.
 fn pane(app: &App) -> Vec<String> {
     app.js(
@@ -424,6 +434,21 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     assert!(app.attr(".exchange:nth-child(1)", "class").unwrap_or_default().contains("sources-shown"));
     app.screenshot("02b-old-answer-sources.png");
 
+    // A follow-up that points back is answered in its conversation: searched with the question
+    // before it, it reads that question's document.
+    assert_eq!(app.attr("#thread-bar", "hidden"), None, "the thread is shown");
+    assert!(app.text("#thread-note").contains("follows from the 2 answers above"), "{}", app.text("#thread-note"));
+    app.ask("What input file does it need?", Duration::from_secs(400));
+    assert_eq!(app.attr(".exchange:last-child", "data-follows").as_deref(), Some("2"));
+    let follow_pane = pane(&app);
+    eprintln!("sources pane, follow-up: {follow_pane:?}");
+    assert!(follow_pane.iter().all(|p| p.starts_with("4ti2_manual.pdf")), "{follow_pane:?}");
+    app.screenshot("02c-follow-up.png");
+    // "New conversation": the next question stands alone.
+    app.click("#new-conversation-button");
+    assert!(app.attr("#thread-bar", "hidden").is_some(), "the thread bar is gone");
+    assert_eq!(app.text(".conversation-break"), "New conversation");
+
     // The memory panel shows the loaded weights and the process's resident memory.
     app.wait_until("the memory panel", Duration::from_secs(10), |a| (a.bytes("#mem-rss") > 0).then_some(()));
     let (weights, rss) = (app.bytes("#mem-weights"), app.bytes("#mem-rss"));
@@ -435,6 +460,8 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     app.element_screenshot("#sources", "03-sources-pane.png");
     app.set_size(800, 600);
     app.screenshot("04-main-800x600.png");
+    let cut = app.js(CUT_PLACEHOLDERS, json!([]));
+    assert_eq!(cut, json!([]), "placeholders cut off at 800×600");
     app.set_size(1900, 1150);
     app.screenshot("05-main-wide.png");
     app.set_size(1200, 780);
@@ -454,12 +481,34 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
         app.js("return document.querySelectorAll('#source-list .source').length;", json!([])).as_u64().unwrap();
     assert!(quick_sources >= 1, "quick ask shows its sources");
     app.screenshot("06-quick-ask.png");
+    // Hidden (Esc) and shown again, the window gives the question box the keyboard.
+    app.type_into("#question", "\u{e00c}");
+    app.js("document.activeElement.blur();", json!([]));
+    app.cmd("POST", "/window", Some(json!({"handle": main_handle})));
+    app.click("#quick-ask-button");
+    app.cmd("POST", "/window", Some(json!({"handle": quick})));
+    let focused = app.wait_until("the quick-ask question box to have the keyboard", Duration::from_secs(10), |a| {
+        let id = a.js("return document.activeElement && document.activeElement.id;", json!([]));
+        (id == json!("question")).then_some(id)
+    });
+    assert_eq!(focused, json!("question"));
     app.cmd("POST", "/window", Some(json!({"handle": main_handle})));
 
-    app.click("#settings-button");
-    assert!(app.text("#target-model-size").contains("MB"), "the answer model's size is shown");
-    app.screenshot("06b-settings.png");
-    app.click("#settings-dialog button[value=close]");
+    // The settings fit the window (they scroll inside it), at the default size and at 800×600.
+    for (width, height) in [(1200, 780), (800, 600)] {
+        app.set_size(width, height);
+        app.click("#settings-button");
+        assert!(app.text("#target-model-size").contains("MB"), "the answer model's size is shown");
+        let fits = app.js(
+            "const r = document.getElementById('settings-dialog').getBoundingClientRect(); \
+             return [r.top >= 0 && r.bottom <= innerHeight, Math.round(r.height), innerHeight];",
+            json!([]),
+        );
+        assert_eq!(fits[0], json!(true), "the settings dialog at {width}×{height}: {fits}");
+        app.screenshot(&format!("06b-settings-{width}x{height}.png"));
+        app.click("#settings-dialog button[value=close]");
+    }
+    app.set_size(1200, 780);
 
     // A question asked while a large ingestion runs gets its first token before the ingestion ends.
     // Thirty long documents whose every paragraph differs (identical copies would share their
@@ -482,6 +531,7 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     let asked = Instant::now();
     app.type_into("#question", "How do I compute a Hilbert basis?");
     app.click("#ask-button");
+    assert_eq!(app.attr(".exchange:last-child", "data-follows").as_deref(), Some("0"), "after New conversation");
     app.wait_until("the first answer token during ingestion", Duration::from_secs(400), |a| {
         let text = a.text(".exchange:last-child .answer-text");
         (!text.is_empty()).then_some(())

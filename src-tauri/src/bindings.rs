@@ -14,6 +14,7 @@ mod tests {
         quire_engine::Answer::export_all_to(dir).unwrap();
         quire_engine::MemoryBudget::export_all_to(dir).unwrap();
         quire_engine::history::Exchange::export_all_to(dir).unwrap();
+        quire_engine::Turn::export_all_to(dir).unwrap();
         AppStatus::export_all_to(dir).unwrap();
         IngestSummary::export_all_to(dir).unwrap();
         SetModelsResult::export_all_to(dir).unwrap();

@@ -10,6 +10,7 @@ use tauri::{AppHandle, Emitter, Manager, State};
 use quire_engine::history::Exchange;
 use quire_engine::memory::{self, MemoryReading};
 use quire_engine::ModelFootprint;
+use quire_engine::Turn;
 use quire_engine::{Answer, Cancelled, Event, FileOutcome, MemoryBudget};
 
 use crate::ipc::*;
@@ -156,13 +157,20 @@ pub fn cancel_ingest(state: State<'_, AppState>) -> bool {
     cancel_job(&state.ingest_cancel)
 }
 
-/// Answers a question, streaming `Retrieved`, `AnswerDelta`… `AnswerFinished` through `on_event`.
+/// Answers a question asked after the `earlier` turns of the conversation (none for a new one),
+/// streaming `Retrieved`, `AnswerDelta`… `AnswerFinished` through `on_event`.
 #[tauri::command]
-pub async fn ask(state: State<'_, AppState>, question: String, on_event: Channel<Event>) -> Reply<Answer> {
+pub async fn ask(
+    state: State<'_, AppState>,
+    question: String,
+    earlier: Vec<Turn>,
+    on_event: Channel<Event>,
+) -> Reply<Answer> {
     let engine = state.engine().await.map_err(say)?;
     let cancel = start_job(&state.answer_cancel);
     let result = engine
-        .ask(
+        .ask_following(
+            &earlier,
             &question,
             &mut |event| {
                 let _ = on_event.send(event);

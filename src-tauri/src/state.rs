@@ -95,20 +95,17 @@ impl AppState {
     pub fn engine_config(&self) -> Result<EngineConfig> {
         let settings = self.settings();
         Ok(EngineConfig {
-            data_dir: collection_dir(&self.home, &settings.collection)?,
-            embedder_dir: quire_models::MINILM.location()?,
-            llm_path: settings.target_path()?,
             // A draft model only when the user picked one: by default the decoder drafts from
             // the grammar and the passages, which measured faster on the CPU (ARCHITECTURE.md).
             draft_path: settings.draft_model.as_ref().map(PathBuf::from),
-            top_k: quire_engine::DEFAULT_TOP_K,
-            focus_tokens: Some(quire_engine::DEFAULT_FOCUS_TOKENS),
             max_answer_tokens: MAX_ANSWER_TOKENS,
             loader: Some(quire_engine::Isolation::current_exe()?),
-            keys: self.key_access(),
-            follow_links: false,
-            embedder_pass: quire_engine::ForwardPass::from_env(),
-            read_ahead: true,
+            ..EngineConfig::new(
+                collection_dir(&self.home, &settings.collection)?,
+                quire_models::MINILM.location()?,
+                settings.target_path()?,
+                self.key_access(),
+            )
         })
     }
 

@@ -30,8 +30,12 @@ describe("answer view", () => {
     markers[1].click();
     expect(opened).toEqual([2]);
     expect(v.root.dataset.state).toBe("done");
-    expect(v.root.querySelector(".answer-meta")!.textContent).toContain("first token 1.5 s");
-    expect(v.root.querySelector(".answer-meta")!.textContent).toContain("2.5 tokens/step");
+    expect(v.root.querySelector(".answer-meta")!.textContent).toBe("first word after 1.5 s");
+    const details = v.root.querySelector<HTMLDetailsElement>(".answer-details")!;
+    expect(details.hidden).toBe(false);
+    expect(details.open).toBe(false);
+    expect(details.textContent).toContain("2 tokens written at 10.0 tok/s · 2.5 tokens/step");
+    expect(details.textContent).toContain("read 1 tokens of question and passages (0 kept from the last question)");
   });
 
   it("shows how far the model has read the passages until the first word", () => {

@@ -16,6 +16,8 @@ export class ExchangeView {
   private text: HTMLElement;
   private markers: HTMLElement;
   private meta: HTMLElement;
+  /// How the answer was made (tokens, speeds, speculation), for those who want to know.
+  private details: HTMLDetailsElement;
   private reading: HTMLProgressElement;
   private streamed = "";
   sources: Source[] = [];
@@ -32,6 +34,8 @@ export class ExchangeView {
     // How far the model has read the question and passages: most of the wait on a CPU.
     this.reading = el("progress", { className: "reading", attrs: { max: "1", value: "0", "aria-label": "Reading the passages" } });
     this.reading.hidden = true;
+    this.details = el("details", { className: "answer-details muted" });
+    this.details.hidden = true;
     this.root = el(
       "article",
       { className: "exchange", attrs: { "data-state": "streaming" } },
@@ -39,6 +43,7 @@ export class ExchangeView {
       el("div", { className: "answer" }, this.text, this.markers),
       this.reading,
       this.meta,
+      this.details,
     );
   }
 
@@ -73,7 +78,13 @@ export class ExchangeView {
     const spec = answer.speculation;
     // Tokens per model step: above 1 when drafted tokens were accepted (speculative decoding).
     const perStep = spec && spec.verify_steps > 0 ? ` · ${(spec.generated_tokens / spec.verify_steps).toFixed(1)} tokens/step` : "";
-    this.meta.textContent = `${s.completion_tokens} tokens · first token ${ttft.toFixed(1)} s · ${s.decode_tokens_per_sec.toFixed(1)} tok/s${perStep}`;
+    // One plain line; the figures behind "details".
+    this.meta.textContent = `first word after ${ttft.toFixed(1)} s`;
+    this.details.replaceChildren(
+      el("summary", { text: "details" }),
+      el("span", { text: `${s.completion_tokens} tokens written at ${s.decode_tokens_per_sec.toFixed(1)} tok/s${perStep} · read ${s.prompt_tokens.toLocaleString("en")} tokens of question and passages (${s.prompt_reused_tokens.toLocaleString("en")} kept from the last question)` }),
+    );
+    this.details.hidden = false;
     this.root.setAttribute("data-state", "done");
     return this.places;
   }

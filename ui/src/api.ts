@@ -12,10 +12,11 @@ import type { LocalApi } from "./bindings/LocalApi";
 import type { MemoryBudget } from "./bindings/MemoryBudget";
 import type { SetModelsResult } from "./bindings/SetModelsResult";
 import type { Settings } from "./bindings/Settings";
+import type { Turn } from "./bindings/Turn";
 import { COMMANDS, EVENT_FILES_DROPPED, EVENT_INGEST, EVENT_RESEAL, EVENT_STATUS_CHANGED } from "./bindings/events";
 
 export type Command = (typeof COMMANDS)[number];
-export type { Answer, AppStatus, EngineEvent, Exchange, IngestSummary, KeyInfo, MemoryBudget, Settings };
+export type { Answer, AppStatus, EngineEvent, Exchange, IngestSummary, KeyInfo, MemoryBudget, Settings, Turn };
 
 function call<T>(command: Command, args?: Record<string, unknown>): Promise<T> {
   return invoke<T>(command, args);
@@ -26,10 +27,11 @@ export const api = {
   addPaths: (paths: string[]) => call<IngestSummary>("add_paths", { paths }),
   chooseAndAdd: (folders: boolean) => call<IngestSummary | null>("choose_and_add", { folders }),
   cancelIngest: () => call<boolean>("cancel_ingest"),
-  ask(question: string, onEvent: (e: EngineEvent) => void): Promise<Answer> {
+  /// `earlier`: the conversation's turns so far (oldest first), empty for a new conversation.
+  ask(question: string, earlier: Turn[], onEvent: (e: EngineEvent) => void): Promise<Answer> {
     const channel = new Channel<EngineEvent>();
     channel.onmessage = onEvent;
-    return call<Answer>("ask", { question, onEvent: channel });
+    return call<Answer>("ask", { question, earlier, onEvent: channel });
   },
   cancelAnswer: () => call<boolean>("cancel_answer"),
   memoryBudget: () => call<MemoryBudget>("memory_budget"),

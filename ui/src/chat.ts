@@ -1,11 +1,13 @@
 // The ask box and the conversation, shared by the main window and the quick-ask window.
-import { api, errorText, type Exchange } from "./api";
+import { api, errorText, type Exchange, type Turn } from "./api";
 import { renderSources, retrievedPlaces, ExchangeView } from "./answer";
-import { byId } from "./dom";
+import { byId, el } from "./dom";
 
 export type Chat = {
   /// Shows an answer from the history, its markers opening its own passages.
   addPast: (x: Exchange) => void;
+  /// Empties the conversation (another collection, history cleared): a new one begins.
+  clear: () => void;
 };
 
 export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
@@ -38,6 +40,21 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
     window.setTimeout(() => item?.classList.remove("flash"), 900);
   };
 
+  // The conversation's turns so far: a question follows from them until "New conversation".
+  let thread: Turn[] = [];
+  const threadBar = byId("thread-bar");
+  const showThread = () => {
+    threadBar.hidden = thread.length === 0;
+    const n = thread.length;
+    byId("thread-note").textContent = `The next question follows from the ${n === 1 ? "answer" : `${n} answers`} above.`;
+  };
+  byId("new-conversation-button").addEventListener("click", () => {
+    thread = [];
+    showThread();
+    if (conversation.querySelector(".exchange")) conversation.append(el("div", { className: "conversation-break", text: "New conversation" }));
+    question.focus();
+  });
+
   let busy = false;
   const setBusy = (b: boolean) => {
     busy = b;
@@ -53,11 +70,13 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
     question.value = "";
     setBusy(true);
     const view: ExchangeView = new ExchangeView(q, (n) => showSource(view, n));
+    const earlier = thread.slice();
+    view.root.setAttribute("data-follows", String(earlier.length));
     document.getElementById("chat-empty")?.remove();
     conversation.append(view.root);
     view.root.scrollIntoView({ block: "end" });
     try {
-      const answer = await api.ask(q, (e) => {
+      const answer = await api.ask(q, earlier, (e) => {
         view.onEvent(e);
         view.root.scrollIntoView({ block: "end" });
         // The passages show the moment they are found, long before the first word; once the
@@ -71,6 +90,8 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
       });
       view.finish(answer);
       showPassagesOf(view);
+      thread.push({ question: q, answer: answer.text });
+      showThread();
       opts.onAnswered?.();
     } catch (e) {
       view.fail(errorText(e));
@@ -99,6 +120,12 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
       const view: ExchangeView = ExchangeView.past(x, (n) => showSource(view, n));
       document.getElementById("chat-empty")?.remove();
       conversation.append(view.root);
+    },
+    clear() {
+      conversation.replaceChildren();
+      thread = [];
+      showThread();
+      showPassagesOf(null);
     },
   };
 }

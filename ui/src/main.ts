@@ -97,7 +97,7 @@ function setupLock() {
     }
   };
   byId("lock-button").addEventListener("click", run(async () => {
-    byId("conversation").replaceChildren();
+    chat.clear();
     byId("source-list").replaceChildren();
     historyShown = false;
     await api.lock();
@@ -205,7 +205,7 @@ function setupSettings() {
   byId("new-collection-button").addEventListener("click", guard(async () => {
     const name = byId<HTMLInputElement>("new-collection-input").value.trim();
     if (!name) return;
-    byId("conversation").replaceChildren();
+    chat.clear();
     historyShown = false;
     await api.switchCollection(name);
     dialog.close();
@@ -237,7 +237,7 @@ function setupSettings() {
   }));
   byId("clear-history-button").addEventListener("click", guard(async () => {
     await api.clearHistory();
-    byId("conversation").replaceChildren();
+    chat.clear();
   }));
 }
 
@@ -262,7 +262,7 @@ function setup() {
   byId("quick-ask-button").addEventListener("click", () => void api.showQuickAsk());
   byId<HTMLSelectElement>("collection-select").addEventListener("change", async (ev) => {
     const name = (ev.target as HTMLSelectElement).value;
-    byId("conversation").replaceChildren();
+    chat.clear();
     historyShown = false;
     await api.switchCollection(name).catch((e) => showProblems([errorText(e)]));
   });

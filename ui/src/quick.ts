@@ -8,4 +8,7 @@ byId("open-main-button").addEventListener("click", () => void api.showMainWindow
 document.addEventListener("keydown", (e) => {
   if (e.key === "Escape") void api.hideQuickAsk();
 });
-byId<HTMLTextAreaElement>("question").focus();
+// Each time the window is shown (tray, shortcut, main window) the question box has the keys.
+const question = byId<HTMLTextAreaElement>("question");
+question.focus();
+window.addEventListener("focus", () => question.focus());

@@ -5,6 +5,7 @@
 
 pub mod answer;
 pub mod context;
+pub mod conversation;
 pub mod history;
 mod ingestion;
 pub mod jobs;
@@ -28,6 +29,7 @@ use quire_llm::decoder::SpeculationStats;
 use quire_llm::{GenerationRequest, GenerationStats, Llm, Progress};
 
 pub use answer::RawAnswer;
+pub use conversation::Turn;
 pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
 pub use jobs::{Job, JobState};
 pub use memory::MemoryBudget;
@@ -110,21 +112,35 @@ pub fn collections(home: &Path) -> Vec<String> {
 }
 
 impl EngineConfig {
-    /// The default models and the knowledge base under Quire's home folder.
-    pub fn from_home() -> Result<EngineConfig> {
-        Ok(EngineConfig {
-            data_dir: collection_dir(&quire_models::quire_home()?, DEFAULT_COLLECTION)?,
-            embedder_dir: quire_models::MINILM.location()?,
-            llm_path: quire_models::QWEN_1_5B.location()?,
+    /// A collection in `data_dir` with these models and keys, everything else as the app and
+    /// the CLI have it, except that files are loaded in this process (`loader: None`).
+    pub fn new(data_dir: PathBuf, embedder_dir: PathBuf, llm_path: PathBuf, keys: KeyAccess) -> EngineConfig {
+        EngineConfig {
+            data_dir,
+            embedder_dir,
+            llm_path,
             draft_path: None,
             top_k: DEFAULT_TOP_K,
             focus_tokens: Some(DEFAULT_FOCUS_TOKENS),
             max_answer_tokens: 512,
-            loader: Some(Isolation::current_exe()?),
-            keys: KeyAccess::from_env(),
+            loader: None,
+            keys,
             follow_links: false,
             embedder_pass: ForwardPass::from_env(),
             read_ahead: true,
+        }
+    }
+
+    /// The default models and the knowledge base under Quire's home folder.
+    pub fn from_home() -> Result<EngineConfig> {
+        Ok(EngineConfig {
+            loader: Some(Isolation::current_exe()?),
+            ..EngineConfig::new(
+                collection_dir(&quire_models::quire_home()?, DEFAULT_COLLECTION)?,
+                quire_models::MINILM.location()?,
+                quire_models::QWEN_1_5B.location()?,
+                KeyAccess::from_env(),
+            )
         })
     }
 }
@@ -597,9 +613,22 @@ impl Engine {
         on_event: &mut (dyn FnMut(Event) + Send),
         cancel: &Cancel,
     ) -> Result<Answer> {
+        self.ask_following(&[], question, on_event, cancel).await
+    }
+
+    /// `ask` for a question asked after `earlier` turns of a conversation (oldest first): a
+    /// question that leans on the one before is searched together with it, and the model is
+    /// shown the latest turns (`conversation`).
+    pub async fn ask_following(
+        &self,
+        earlier: &[Turn],
+        question: &str,
+        on_event: &mut (dyn FnMut(Event) + Send),
+        cancel: &Cancel,
+    ) -> Result<Answer> {
         let question = question.trim();
         anyhow::ensure!(!question.is_empty(), "the question is empty");
-        let hits = self.in_earlier_order(self.retrieve(question).await?);
+        let hits = self.in_earlier_order(self.retrieve(&conversation::search_text(earlier, question)).await?);
         anyhow::ensure!(
             !hits.is_empty(),
             "the knowledge base is empty: add documents first (`quire ingest <folder or files>`)"
@@ -624,7 +653,7 @@ impl Engine {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
-        let request = self.answer_request(question, &hits);
+        let request = self.answer_request_following(earlier, question, &hits);
         let mut text_stream = answer::AnswerTextStream::default();
         let generated = llm
             .generate_detailed(
@@ -730,15 +759,22 @@ impl Engine {
     /// from the last prompt when the passages are its own; and the schema that holds citations
     /// to the sentences shown.
     pub fn answer_request(&self, question: &str, hits: &[SearchHit]) -> GenerationRequest {
+        self.answer_request_following(&[], question, hits)
+    }
+
+    /// `answer_request` for a question asked after `earlier` turns: the sentences shown are
+    /// chosen for what the question is searched with, and the prompt shows the latest turns.
+    pub fn answer_request_following(&self, earlier: &[Turn], question: &str, hits: &[SearchHit]) -> GenerationRequest {
         let shown = answer::fit_passages(hits, answer::PASSAGE_TOKENS, |text| self.count_tokens(text));
         let mut last = self.last_context.lock().unwrap_or_else(|p| p.into_inner());
         let reading = EngineReading(self);
-        let carried = last.as_ref().and_then(|c| c.follow_up(question, &shown, &reading));
+        let searched = conversation::search_text(earlier, question);
+        let carried = last.as_ref().and_then(|c| c.follow_up(&searched, &shown, &reading));
         let context =
-            carried.unwrap_or_else(|| context::Context::focus(question, shown, self.config.focus_tokens, &reading));
+            carried.unwrap_or_else(|| context::Context::focus(&searched, shown, self.config.focus_tokens, &reading));
         let request = GenerationRequest {
             system: answer::SYSTEM_PROMPT.into(),
-            user: context.prompt(question),
+            user: context.prompt(&conversation::earlier_text(earlier), question),
             schema: Some(answer::answer_schema(&context.quotes())),
             max_tokens: self.config.max_answer_tokens,
             temperature: None,

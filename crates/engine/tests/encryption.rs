@@ -9,18 +9,14 @@ use quire_index::{KnowledgeBase, Protection};
 
 async fn engine(data: &std::path::Path, passphrase: &str) -> anyhow::Result<Engine> {
     Engine::open(EngineConfig {
-        data_dir: data.to_path_buf(),
-        embedder_dir: quire_testkit::model(&quire_models::MINILM),
-        llm_path: quire_models::SMOLLM2.location().unwrap(),
-        draft_path: None,
         top_k: 4,
-        focus_tokens: None,
         max_answer_tokens: 256,
-        loader: None,
-        keys: KeyAccess::passphrase(passphrase),
-        follow_links: false,
-        embedder_pass: quire_engine::ForwardPass::from_env(),
-        read_ahead: true,
+        ..EngineConfig::new(
+            data.to_path_buf(),
+            quire_testkit::model(&quire_models::MINILM),
+            quire_models::SMOLLM2.location().unwrap(),
+            KeyAccess::passphrase(passphrase),
+        )
     })
     .await
 }

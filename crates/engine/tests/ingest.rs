@@ -9,18 +9,15 @@ async fn engine(data: &std::path::Path) -> Engine {
 
 async fn engine_reading_ahead(data: &std::path::Path, read_ahead: bool) -> Engine {
     let config = EngineConfig {
-        data_dir: data.to_path_buf(),
-        embedder_dir: quire_testkit::model(&quire_models::MINILM),
-        llm_path: quire_models::SMOLLM2.location().unwrap(),
-        draft_path: None,
         top_k: 4,
-        focus_tokens: None,
         max_answer_tokens: 256,
-        loader: None,
-        keys: quire_engine::KeyAccess::passphrase("test passphrase"),
-        follow_links: false,
-        embedder_pass: quire_engine::ForwardPass::from_env(),
         read_ahead,
+        ..EngineConfig::new(
+            data.to_path_buf(),
+            quire_testkit::model(&quire_models::MINILM),
+            quire_models::SMOLLM2.location().unwrap(),
+            quire_engine::KeyAccess::passphrase("test passphrase"),
+        )
     };
     Engine::open(config).await.unwrap()
 }
@@ -150,26 +147,28 @@ async fn bad_files_are_reported_by_name_and_good_ones_indexed() {
     assert!(indexed.iter().any(|p| p.ends_with("latin1.txt")));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
+/// An engine in `data` holding the markdown samples, answering with the tiny model in 3 passages.
+async fn answering_the_markdown_samples(data: &std::path::Path, max_answer_tokens: usize) -> Engine {
     let docs = quire_testkit::copy_samples(&["markdown"]);
-    let data = tempfile::tempdir().unwrap();
     let config = EngineConfig {
-        data_dir: data.path().to_path_buf(),
-        embedder_dir: quire_testkit::model(&quire_models::MINILM),
-        llm_path: quire_testkit::model(&quire_models::SMOLLM2),
-        draft_path: None,
         top_k: 3,
-        focus_tokens: None,
-        max_answer_tokens: 200,
-        loader: None,
-        keys: quire_engine::KeyAccess::passphrase("test passphrase"),
-        follow_links: false,
-        embedder_pass: quire_engine::ForwardPass::from_env(),
-        read_ahead: true,
+        max_answer_tokens,
+        ..EngineConfig::new(
+            data.to_path_buf(),
+            quire_testkit::model(&quire_models::MINILM),
+            quire_testkit::model(&quire_models::SMOLLM2),
+            quire_engine::KeyAccess::passphrase("test passphrase"),
+        )
     };
     let engine = Engine::open(config).await.unwrap();
     engine.ingest(&[docs.path().to_path_buf()], &mut |_| {}, &Cancel::new()).await.unwrap();
+    engine
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
+    let data = tempfile::tempdir().unwrap();
+    let engine = answering_the_markdown_samples(data.path(), 200).await;
 
     let mut events = Vec::new();
     let answer = engine
@@ -432,4 +431,46 @@ async fn a_giant_line_is_chunked_within_bounds_and_answers_still_work() {
     let answer = engine.ask("What is in giant.md?", &mut |_| {}, &Cancel::new()).await.unwrap();
     assert!(answer.sources.iter().all(|s| s.path.ends_with("giant.md")));
     assert!(answer.stats.prompt_tokens < 8_000, "a prompt of {} tokens", answer.stats.prompt_tokens);
+}
+
+/// A follow-up that points back ("Which platforms does it support?" after "What is
+/// keyring-rs?") is searched together with the question before it, so it finds that question's
+/// document where the bare follow-up finds another; and the model is shown the earlier turn
+/// after the sources, before the question.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follow_up_is_searched_and_answered_in_its_conversation() {
+    let data = tempfile::tempdir().unwrap();
+    let engine = answering_the_markdown_samples(data.path(), 120).await;
+    let (first, follow_up) = ("What is keyring-rs?", "Which platforms does it support?");
+    let file = |path: &str| std::path::Path::new(path).file_name().unwrap().to_string_lossy().into_owned();
+    // Alone, the follow-up finds another README: what the conversation has to change.
+    let bare = engine.retrieve(follow_up).await.unwrap();
+    assert_ne!(file(&bare[0].path), "keyring-README.md", "the bare follow-up already finds keyring");
+
+    let answer = engine.ask(first, &mut |_| {}, &Cancel::new()).await.unwrap();
+    let earlier = [quire_engine::Turn { question: first.into(), answer: answer.text.clone() }];
+    let mut found = Vec::new();
+    let followed = engine
+        .ask_following(
+            &earlier,
+            follow_up,
+            &mut |e| {
+                if let Event::Retrieved { sources } = e {
+                    found = sources.iter().map(|s| file(&s.path)).collect();
+                }
+            },
+            &Cancel::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.first().map(String::as_str), Some("keyring-README.md"), "{found:?}");
+    assert_eq!(followed.question, follow_up);
+
+    let hits = engine.retrieve(&quire_engine::conversation::search_text(&earlier, follow_up)).await.unwrap();
+    let prompt = engine.answer_request_following(&earlier, follow_up, &hits).user;
+    let shown: String = answer.text.trim().chars().take(40).collect();
+    let turn = format!("Earlier in this conversation:\nQ: {first}\nA: {shown}");
+    let (sources, rest) = prompt.split_once(&turn).unwrap_or_else(|| panic!("no earlier turn in {prompt:?}"));
+    assert!(sources.starts_with("Sources:") && sources.contains("keyring-README.md"), "{prompt}");
+    assert!(rest.ends_with(&format!("Question: {follow_up}")), "{prompt}");
 }

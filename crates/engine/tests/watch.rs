@@ -14,18 +14,14 @@ const FOLLOW_WITHIN: Duration = Duration::from_secs(20);
 
 async fn engine(data: &Path) -> Engine {
     let config = EngineConfig {
-        data_dir: data.to_path_buf(),
-        embedder_dir: quire_testkit::model(&quire_models::MINILM),
-        llm_path: quire_models::SMOLLM2.location().unwrap(),
-        draft_path: None,
         top_k: 4,
-        focus_tokens: None,
         max_answer_tokens: 64,
-        loader: None,
-        keys: quire_engine::KeyAccess::passphrase("test passphrase"),
-        follow_links: false,
-        embedder_pass: quire_engine::ForwardPass::from_env(),
-        read_ahead: true,
+        ..EngineConfig::new(
+            data.to_path_buf(),
+            quire_testkit::model(&quire_models::MINILM),
+            quire_models::SMOLLM2.location().unwrap(),
+            quire_engine::KeyAccess::passphrase("test passphrase"),
+        )
     };
     Engine::open(config).await.unwrap()
 }
