@@ -455,6 +455,16 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     eprintln!("memory panel: weights {weights} B, RSS {rss} B");
     assert!(weights > 50_000_000, "embedder + SmolLM2 weights shown: {weights}");
     assert!(rss > weights, "RSS {rss} holds at least the weights {weights}");
+    // In plain words, and the answer model's file size is the one Settings shows.
+    let panel = app.js("return document.getElementById('memory').innerText;", json!([])).as_str().unwrap().to_string();
+    eprintln!("memory panel: {panel:?}");
+    for jargon in ["RSS", "KV", "target", "draft"] {
+        assert!(!panel.contains(jargon), "{jargon:?} in the memory panel: {panel}");
+    }
+    let settings_size = app.js("return document.getElementById('target-model-size').textContent;", json!([]));
+    let answer_line = app.text("#memory li[data-role=target]");
+    assert!(answer_line.contains(&format!("({})", settings_size.as_str().unwrap())), "{answer_line} / {settings_size}");
+    assert!(answer_line.contains("in use"), "{answer_line}");
 
     app.screenshot("02-main-answer.png");
     app.element_screenshot("#sources", "03-sources-pane.png");

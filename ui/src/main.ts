@@ -53,7 +53,7 @@ async function refreshStatus() {
   );
   byId<HTMLInputElement>("target-model-input").value = s.target_model.path;
   byId<HTMLInputElement>("draft-model-input").value = s.draft_model.path;
-  const size = (m: AppStatus["target_model"]) => (m.installed ? formatBytes(m.file_bytes) : "not installed");
+  const size = (m: AppStatus["target_model"]) => (m.installed ? `${formatBytes(m.file_bytes)} file` : "not installed");
   byId("target-model-size").textContent = size(s.target_model);
   byId("draft-model-size").textContent = size(s.draft_model);
   byId("watched-list").replaceChildren(
@@ -123,9 +123,16 @@ function showProblems(problems: string[]) {
   box.replaceChildren(...problems.map((p) => el("p", { text: p })));
 }
 
+/// The model files' sizes as Settings shows them, by path, for the memory panel.
+function modelFiles(): Record<string, number> {
+  const files: Record<string, number> = {};
+  for (const m of status ? [status.target_model, status.draft_model] : []) if (m.installed) files[m.path] = m.file_bytes;
+  return files;
+}
+
 async function refreshMemory() {
   try {
-    renderMemory(byId("memory"), await api.memoryBudget());
+    renderMemory(byId("memory"), await api.memoryBudget(), modelFiles());
   } catch {
     // Until a collection is open there is nothing to measure; the banner says why.
     byId("memory").replaceChildren(el("p", { className: "muted", text: "Memory figures show once the collection is open." }));

@@ -1,38 +1,66 @@
-// The memory budget panel: each model's weights and KV cache, the index, this process and the machine.
+// The memory panel in plain words: what Quire uses now, one line per model with whether it fits
+// (its file size as Settings shows it, and what it takes in memory), the computer's memory, and
+// the figures behind them on demand.
 import type { MemoryBudget } from "./api";
 import { el } from "./dom";
 import { fileName, formatBytes } from "./format";
 
-export function renderMemory(root: HTMLElement, b: MemoryBudget): void {
+/// What people call each model.
+const ROLE_NAMES: Record<string, string> = {
+  embedder: "Search model",
+  target: "Answer model",
+  draft: "Draft model (faster answers)",
+};
+
+/// `files`: each model file's size on disk by path (Settings' figures), where known.
+export function renderMemory(root: HTMLElement, b: MemoryBudget, files: Record<string, number> = {}): void {
   const weights = b.models.filter((m) => m.loaded).reduce((s, m) => s + m.weights_bytes, 0);
-  const rows: [string, string, string][] = [];
-  for (const m of b.models) {
-    rows.push([m.role, formatBytes(m.weights_bytes), `${m.loaded ? "" : "not loaded · "}${fileName(m.path)}`]);
-    if (m.kv_cache_bytes > 0) rows.push([`${m.role} KV`, formatBytes(m.kv_cache_bytes), `at ${b.context_tokens} tokens`]);
-    if (m.kept_prompt_bytes > 0) rows.push(["last prompt", formatBytes(m.kept_prompt_bytes), `${m.kept_prompt_tokens} tokens kept for follow-ups`]);
-  }
-  rows.push(["index on disk", formatBytes(b.index_bytes), ""]);
+  const models = b.models.map((m) => {
+    const needs = m.weights_bytes + m.kv_cache_bytes;
+    const verdict = m.loaded
+      ? "in use"
+      : needs <= b.machine_available_bytes
+        ? `not loaded; fits, with ${formatBytes(b.machine_available_bytes - needs)} to spare`
+        : `not loaded; needs ${formatBytes(needs)}, ${formatBytes(b.machine_available_bytes)} free`;
+    const file = files[m.path];
+    const size = `${formatBytes(m.weights_bytes)} in memory${file ? ` (${formatBytes(file)} file)` : ""}`;
+    return el(
+      "li",
+      { attrs: { "data-role": m.role, "data-fits": String(m.loaded || needs <= b.machine_available_bytes), title: m.path } },
+      el("span", { className: "mem-model", text: `${ROLE_NAMES[m.role] ?? m.role}: ${fileName(m.path)}` }),
+      el("span", { className: "muted", text: `${size} · ${verdict}` }),
+    );
+  });
   const used = b.machine_total_bytes - b.machine_available_bytes;
-  const bar = el("div", { className: "membar", attrs: { role: "img", "aria-label": "machine memory in use" } });
+  const bar = el("div", { className: "membar", attrs: { role: "img", "aria-label": `memory in use: ${formatBytes(used)} of ${formatBytes(b.machine_total_bytes)}, Quire ${formatBytes(b.process_rss_bytes)}` } });
   const fill = el("div", { className: "membar-fill" });
   const mine = el("div", { className: "membar-mine" });
   fill.style.width = `${pct(used, b.machine_total_bytes)}%`;
   mine.style.width = `${pct(b.process_rss_bytes, b.machine_total_bytes)}%`;
   bar.append(fill, mine);
+  const rows: [string, string][] = [];
+  for (const m of b.models) {
+    if (m.kv_cache_bytes > 0) rows.push([`${ROLE_NAMES[m.role] ?? m.role}, working memory for ${b.context_tokens.toLocaleString("en")} tokens`, formatBytes(m.kv_cache_bytes)]);
+    if (m.kept_prompt_bytes > 0) rows.push([`last question kept for follow-ups (${m.kept_prompt_tokens.toLocaleString("en")} tokens)`, formatBytes(m.kept_prompt_bytes)]);
+  }
+  rows.push(["models loaded", formatBytes(weights)]);
+  rows.push(["expected with the answer model loaded", formatBytes(b.predicted_rss_bytes)]);
+  rows.push(["index on disk", formatBytes(b.index_bytes)]);
   root.replaceChildren(
-    el(
-      "table",
-      { className: "memtable" },
-      ...rows.map(([a, v, n]) => el("tr", {}, el("th", { text: a, attrs: { scope: "row" } }), el("td", { className: "num", text: v }), el("td", { className: "muted", text: n }))),
-    ),
-    el("dl", { className: "memsum" },
-      el("dt", { text: "Models loaded" }), el("dd", { text: formatBytes(weights), attrs: { id: "mem-weights", "data-bytes": String(weights) } }),
-      el("dt", { text: "Quire uses (RSS)" }), el("dd", { text: formatBytes(b.process_rss_bytes), attrs: { id: "mem-rss", "data-bytes": String(b.process_rss_bytes) } }),
-      el("dt", { text: "Predicted (with answer model)" }), el("dd", { text: formatBytes(b.predicted_rss_bytes), attrs: { id: "mem-predicted", "data-bytes": String(b.predicted_rss_bytes) } }),
-      el("dt", { text: "Machine" }), el("dd", { text: `${formatBytes(b.machine_available_bytes)} free of ${formatBytes(b.machine_total_bytes)}` }),
-    ),
+    el("p", { className: "mem-now" }, "Quire uses ", el("strong", { text: formatBytes(b.process_rss_bytes), attrs: { id: "mem-rss", "data-bytes": String(b.process_rss_bytes) } }), " now"),
+    el("ul", { className: "mem-models plain" }, ...models),
+    el("p", { className: "muted mem-machine", text: `This computer: ${formatBytes(b.machine_available_bytes)} free of ${formatBytes(b.machine_total_bytes)}` }),
     bar,
     ...b.warnings.map((w) => el("p", { className: "warning", text: w })),
+    el(
+      "details",
+      { className: "mem-details" },
+      el("summary", { text: "details" }),
+      el("table", { className: "memtable" }, ...rows.map(([a, v]) => el("tr", {}, el("th", { text: a, attrs: { scope: "row" } }), el("td", { className: "num", text: v })))),
+      // Read by the tests and tools: the figures as bytes.
+      el("span", { attrs: { id: "mem-weights", "data-bytes": String(weights), hidden: "" } }),
+      el("span", { attrs: { id: "mem-predicted", "data-bytes": String(b.predicted_rss_bytes), hidden: "" } }),
+    ),
   );
 }
 
