@@ -165,24 +165,21 @@ impl<T: RowDot> Blocks for Typed<T> {
                 if m % kernels::panel::PANEL >= PADDED_PANEL { m.next_multiple_of(kernels::panel::PANEL) } else { m };
             kernels::panel::Panels::new(&bytes, per_row, whole)
         });
+        // Lanes of the panels (a part panel's empty ones too): the gathered rows' length.
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        let lanes = panels.as_ref().map_or(0, |p| p.panels * kernels::panel::PANEL);
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
+        let lanes = 0;
+        let (stride, panelled) = (m.max(lanes), lanes.min(m));
         (0..rows.div_ceil(ROWS_PER_TASK)).into_par_iter().for_each(|task| {
             let first = task * ROWS_PER_TASK;
             let rows_here = ROWS_PER_TASK.min(rows - first);
             // Results gathered by weight row ([row][token]), the kernels' order, then moved to
             // `out` ([token][row]) while they are in this task's cache.
-            #[allow(unused_mut)]
-            let mut panelled = 0;
-            #[allow(unused_mut)]
-            let mut stride = m;
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            if let Some(panels) = &panels {
-                stride = m.max(panels.panels * kernels::panel::PANEL);
-            }
             let mut dst = vec![0f32; rows_here * stride];
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             if let Some(panels) = &panels {
                 T::panel_rows(cols, &self.0[first * per_row..(first + rows_here) * per_row], panels, &mut dst, stride);
-                panelled = (panels.panels * kernels::panel::PANEL).min(m);
             }
             // Tokens in passes, so a pass's activations stay in cache across the task's rows:
             // over all m tokens at once, a long prompt's activations (2.6 MB for a 256-token

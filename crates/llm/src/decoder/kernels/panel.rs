@@ -83,8 +83,7 @@ impl Panels {
             .zip(scales.par_chunks_mut(blocks * PANEL))
             .enumerate()
             .for_each(|(p, ((codes, sums), scales))| {
-                for (lane, token) in tokens.iter().enumerate().skip(p * PANEL).take(PANEL) {
-                    let lane = lane - p * PANEL;
+                for (lane, token) in tokens.iter().skip(p * PANEL).take(PANEL).enumerate() {
                     for b in 0..blocks {
                         let y = &token[b * Q8K_BYTES..(b + 1) * Q8K_BYTES];
                         scales[b * PANEL + lane] = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
