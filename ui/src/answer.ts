@@ -4,7 +4,6 @@
 // so an old answer's markers show its passages, not the latest answer's.
 import type { Answer, EngineEvent, Exchange } from "./api";
 import type { Citation } from "./bindings/Citation";
-import type { CitedPlace } from "./bindings/CitedPlace";
 import type { Source } from "./bindings/Source";
 import { el } from "./dom";
 import { fileName, location, splitByteRange } from "./format";
@@ -138,7 +137,7 @@ export function retrievedPlaces(sources: Source[]): Cited[] {
 }
 
 /// One entry per cited source (a source cited twice keeps its first quote).
-export function citedPlaces(citations: (Citation | CitedPlace)[]): Cited[] {
+export function citedPlaces(citations: Citation[]): Cited[] {
   const seen = new Map<number, Cited>();
   for (const c of citations) {
     if (!seen.has(c.number))
@@ -149,7 +148,7 @@ export function citedPlaces(citations: (Citation | CitedPlace)[]): Cited[] {
 
 /// An answer's passages in the order the model numbered them: the cited ones with their quotes,
 /// then where they fall the ones it read and did not cite, so a reader can check those too.
-export function answerPlaces(citations: (Citation | CitedPlace)[], sources: Source[]): Cited[] {
+export function answerPlaces(citations: Citation[], sources: Source[]): Cited[] {
   const cited = citedPlaces(citations);
   const numbers = new Set(cited.map((c) => c.number));
   const read = retrievedPlaces(sources.filter((s) => !numbers.has(s.number)));

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::line_log::{sealed_line, LineLog};
-use crate::{Answer, Source};
+use crate::{Answer, Citation, Source};
 use quire_index::Protection;
 
 /// One question and its answer as kept: with the passages the answer was written from, so an
@@ -19,7 +19,7 @@ use quire_index::Protection;
 pub struct Exchange {
     pub question: String,
     pub answer: String,
-    pub citations: Vec<CitedPlace>,
+    pub citations: Vec<Citation>,
     /// Every passage retrieved for the answer, cited or not, numbered as the model saw them.
     #[serde(default)]
     pub sources: Vec<Source>,
@@ -27,39 +27,12 @@ pub struct Exchange {
     pub at_ms: i64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, TS)]
-pub struct CitedPlace {
-    pub number: usize,
-    #[serde(default)]
-    pub chunk_id: String,
-    pub path: String,
-    pub page: Option<u32>,
-    pub quote: String,
-    /// Byte range of the quote inside the passage, when it is there word for word.
-    #[serde(default)]
-    pub quote_range: Option<(usize, usize)>,
-    #[serde(default)]
-    pub passage: String,
-}
-
 impl Exchange {
     pub fn of(answer: &Answer, at_ms: i64) -> Exchange {
         Exchange {
             question: answer.question.clone(),
             answer: answer.text.clone(),
-            citations: answer
-                .citations
-                .iter()
-                .map(|c| CitedPlace {
-                    number: c.number,
-                    chunk_id: c.chunk_id.clone(),
-                    path: c.path.clone(),
-                    page: c.page,
-                    quote: c.quote.clone(),
-                    quote_range: c.quote_range,
-                    passage: c.passage.clone(),
-                })
-                .collect(),
+            citations: answer.citations.clone(),
             sources: answer.sources.clone(),
             at_ms,
         }
@@ -129,7 +102,7 @@ mod tests {
         let e = Exchange {
             question: "q".into(),
             answer: "a".into(),
-            citations: vec![CitedPlace {
+            citations: vec![Citation {
                 number: 1,
                 chunk_id: "c1".into(),
                 path: "/d.pdf".into(),

@@ -240,15 +240,20 @@ pub struct Source {
     pub score: f32,
 }
 
-#[derive(Debug, Clone, Serialize, TS)]
+/// A cited passage; kept in the history too, where lines written before chunk, quote range and
+/// passage were kept read back with them empty (`serde(default)`).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, TS)]
 pub struct Citation {
     pub number: usize,
+    #[serde(default)]
     pub chunk_id: String,
     pub path: String,
     pub page: Option<u32>,
     pub quote: String,
     /// Byte range of the quote inside the cited passage, when it is there word for word.
+    #[serde(default)]
     pub quote_range: Option<(usize, usize)>,
+    #[serde(default)]
     pub passage: String,
 }
 
