@@ -32,8 +32,9 @@ pub struct Unpacked {
     pub weights: [u8; 256],
     /// One scale per sub-block (8 of 32 weights for Q4_K, 16 of 16 for Q6_K).
     pub scales: [i32; 16],
-    /// Pairs of 16-bit multipliers of the token's eight pairs of 16-value sums: the second
-    /// integer of a block (Q4_K: its mins, each twice; Q6_K: its scales).
+    /// Pairs of 16-bit multipliers of the token's pairs of sums, for the second integer of a
+    /// block: Q4_K's 8 mins in pairs 0..4, against the token's sums of 32 values (`SUB`);
+    /// Q6_K's 16 scales in 8 pairs, against its sums of 16.
     pub pairs: [u32; 8],
     /// The block's scale of the first integer and of the second (subtracted).
     pub d: f32,
@@ -58,12 +59,14 @@ pub fn canonical(acc: f32, d: f32, m: f32, yd: f32, first: i32, second: i32) -> 
 }
 
 /// A batch's Q8_K activations in panels of 16 tokens, per panel and block: 64 groups of the 16
-/// tokens' four bytes, 8 groups of their pairs of 16-value sums, and their 16 scales.
+/// tokens' four bytes, 8 groups of their pairs of 16-value sums, 4 of their pairs of 32-value
+/// sums, and their 16 scales.
 pub struct Panels {
     pub panels: usize,
     blocks: usize,
     codes: Vec<u32>,
     sums: Vec<u32>,
+    sums32: Vec<u32>,
     scales: Vec<f32>,
 }
 
@@ -76,31 +79,39 @@ impl Panels {
         let panels = lanes / PANEL;
         let mut codes = vec![0u32; panels * blocks * 64 * PANEL];
         let mut sums = vec![0u32; panels * blocks * 8 * PANEL];
+        let mut sums32 = vec![0u32; panels * blocks * 4 * PANEL];
         let mut scales = vec![0f32; panels * blocks * PANEL];
         codes
             .par_chunks_mut(blocks * 64 * PANEL)
             .zip(sums.par_chunks_mut(blocks * 8 * PANEL))
+            .zip(sums32.par_chunks_mut(blocks * 4 * PANEL))
             .zip(scales.par_chunks_mut(blocks * PANEL))
             .enumerate()
-            .for_each(|(p, ((codes, sums), scales))| {
+            .for_each(|(p, (((codes, sums), sums32), scales))| {
                 for (lane, token) in tokens.iter().skip(p * PANEL).take(PANEL).enumerate() {
                     for b in 0..blocks {
                         let y = &token[b * Q8K_BYTES..(b + 1) * Q8K_BYTES];
                         scales[b * PANEL + lane] = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
                         for g in 0..64 {
                             let q = &y[4 + 4 * g..8 + 4 * g];
-                            // Shifted to unsigned (see `accumulate`).
-                            codes[(b * 64 + g) * PANEL + lane] =
-                                u32::from_le_bytes([q[0], q[1], q[2], q[3]]) ^ 0x8080_8080;
+                            codes[(b * 64 + g) * PANEL + lane] = u32::from_le_bytes([q[0], q[1], q[2], q[3]]);
                         }
                         for u in 0..8 {
                             let s = &y[260 + 4 * u..264 + 4 * u];
                             sums[(b * 8 + u) * PANEL + lane] = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
                         }
+                        // Sums of 32 values fit 16 bits too (at most 32 · 128 in magnitude).
+                        let sum32 = |v: usize| {
+                            let s = |i: usize| i16::from_le_bytes([y[260 + 2 * i], y[261 + 2 * i]]);
+                            s(2 * v) + s(2 * v + 1)
+                        };
+                        for u in 0..4 {
+                            sums32[(b * 4 + u) * PANEL + lane] = pair(sum32(2 * u), sum32(2 * u + 1));
+                        }
                     }
                 }
             });
-        Panels { panels, blocks, codes, sums, scales }
+        Panels { panels, blocks, codes, sums, sums32, scales }
     }
 }
 
@@ -135,11 +146,9 @@ unsafe fn matmul_grouped<const SUB: usize, const GROUP: usize>(
     assert!(panels.blocks == blocks && out.len() >= rows.saturating_sub(1) * stride + PANEL * panels.panels);
     out.iter_mut().for_each(|o| *o = 0.0);
     let mut unpacked = vec![Unpacked::ZERO; rows];
-    let mut shifts = vec![0i32; rows];
     for b in 0..blocks {
-        for (i, (u, shift)) in unpacked.iter_mut().zip(&mut shifts).enumerate() {
+        for (i, u) in unpacked.iter_mut().enumerate() {
             unpack(i, b, u);
-            *shift = shift_of::<SUB>(u);
         }
         // A group of panels' block (14 KB for three) stays in cache while every row of the task
         // meets it.
@@ -147,15 +156,13 @@ unsafe fn matmul_grouped<const SUB: usize, const GROUP: usize>(
             let count = (panels.panels - p).min(GROUP);
             for first in (0..rows).step_by(ROWS) {
                 let group = &unpacked[first..(first + ROWS).min(rows)];
-                let shifts = &shifts[first..first + group.len()];
                 let o = out.as_mut_ptr().add(first * stride + p * PANEL);
                 if group.len() == ROWS {
-                    accumulate_panels::<SUB, ROWS>(group, shifts, panels, p, count, b, o, stride);
+                    accumulate_panels::<SUB, ROWS>(group, panels, p, count, b, o, stride);
                 } else {
                     for (i, row) in group.iter().enumerate() {
                         accumulate_panels::<SUB, 1>(
                             std::slice::from_ref(row),
-                            &shifts[i..i + 1],
                             panels,
                             p,
                             count,
@@ -176,7 +183,6 @@ unsafe fn matmul_grouped<const SUB: usize, const GROUP: usize>(
 #[allow(clippy::too_many_arguments)]
 unsafe fn accumulate_panels<const SUB: usize, const R: usize>(
     rows: &[Unpacked],
-    shifts: &[i32],
     panels: &Panels,
     p: usize,
     count: usize,
@@ -185,9 +191,9 @@ unsafe fn accumulate_panels<const SUB: usize, const R: usize>(
     stride: usize,
 ) {
     match count {
-        3 => accumulate::<SUB, R, 3>(rows, shifts, panels, p, b, out, stride),
-        2 => accumulate::<SUB, R, 2>(rows, shifts, panels, p, b, out, stride),
-        _ => accumulate::<SUB, R, 1>(rows, shifts, panels, p, b, out, stride),
+        3 => accumulate::<SUB, R, 3>(rows, panels, p, b, out, stride),
+        2 => accumulate::<SUB, R, 2>(rows, panels, p, b, out, stride),
+        _ => accumulate::<SUB, R, 1>(rows, panels, p, b, out, stride),
     }
 }
 
@@ -195,17 +201,14 @@ unsafe fn accumulate_panels<const SUB: usize, const R: usize>(
 /// tokens at t = 16 j..), by `canonical`: called for b = 0, 1, … in order, it gives the
 /// per-token kernels' sums. The integers are exact, so how they are grouped changes nothing.
 ///
-/// The tokens' bytes are shifted to unsigned (y + 128) and the weights (0 to 63) taken as
-/// signed, so each weight is broadcast straight from memory into `vpdpbusd` (whose broadcast
-/// operand is its signed one) with no instruction of its own; the shift adds 128 · Σ scale ·
-/// Σ weights to the first integer, the row's `shifts`, taken off again at the block's end.
+/// The weights (0 to 63) are `vpdpbusd`'s unsigned operand, each four broadcast to every lane
+/// (a load, no shuffle), and the tokens' bytes its signed one, as they are.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
 // Indices into several small arrays at once, which stay in registers as they are.
 #[allow(clippy::needless_range_loop)]
 unsafe fn accumulate<const SUB: usize, const R: usize, const P: usize>(
     rows: &[Unpacked],
-    shifts: &[i32],
     panels: &Panels,
     p: usize,
     b: usize,
@@ -230,7 +233,7 @@ unsafe fn accumulate<const SUB: usize, const R: usize, const P: usize>(
             for i in 0..R {
                 let w = _mm512_set1_epi32(weights(i).add(g).read());
                 for j in 0..P {
-                    raw[i][j] = _mm512_dpbusd_epi32(raw[i][j], y[j], w);
+                    raw[i][j] = _mm512_dpbusd_epi32(raw[i][j], w, y[j]);
                 }
             }
         }
@@ -241,33 +244,35 @@ unsafe fn accumulate<const SUB: usize, const R: usize, const P: usize>(
             }
         }
     }
+    // Q4_K's second integer takes the sums of 32 values, 4 pairs; Q6_K's the sums of 16, 8.
+    let pairs = 256 / SUB / 2;
     for j in 0..P {
-        let sums = panels.sums.as_ptr().add(at(j) * 8 * PANEL);
+        // Loaded once for the rows (the compiler cannot know the stores to `out` leave them).
+        let sums = if SUB == 32 {
+            panels.sums32.as_ptr().add(at(j) * 4 * PANEL)
+        } else {
+            panels.sums.as_ptr().add(at(j) * 8 * PANEL)
+        };
+        let sums: [__m512i; 8] = std::array::from_fn(|u| {
+            if u < pairs {
+                _mm512_loadu_si512(sums.add(u * PANEL) as *const _)
+            } else {
+                _mm512_setzero_si512()
+            }
+        });
         let yd = _mm512_loadu_ps(panels.scales.as_ptr().add(at(j) * PANEL));
         for i in 0..R {
             let mut second = _mm512_setzero_si512();
-            for u in 0..8 {
-                let s = _mm512_loadu_si512(sums.add(u * PANEL) as *const _);
-                second = _mm512_dpwssd_epi32(second, _mm512_set1_epi32(rows[i].pairs[u] as i32), s);
+            for u in 0..pairs {
+                second = _mm512_dpwssd_epi32(second, _mm512_set1_epi32(rows[i].pairs[u] as i32), sums[u]);
             }
             let o = out.add(i * stride + j * PANEL);
             let d = _mm512_mul_ps(_mm512_set1_ps(rows[i].d), yd);
             let m = _mm512_mul_ps(_mm512_set1_ps(rows[i].m), yd);
-            let first = _mm512_sub_epi32(first[i][j], _mm512_set1_epi32(shifts[i]));
-            let acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(first), _mm512_loadu_ps(o));
+            let acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(first[i][j]), _mm512_loadu_ps(o));
             _mm512_storeu_ps(o, _mm512_fnmadd_ps(m, _mm512_cvtepi32_ps(second), acc));
         }
     }
-}
-
-/// What shifting the tokens' bytes by 128 adds to a block's first integer: 128 · Σ over the
-/// sub-blocks of scale · the sub-block's summed weights (exact: at most 2^29 in magnitude).
-fn shift_of<const SUB: usize>(u: &Unpacked) -> i32 {
-    let mut shift = 0i32;
-    for (s, chunk) in u.weights.chunks_exact(SUB).enumerate() {
-        shift += u.scales[s] * chunk.iter().map(|&w| w as i32).sum::<i32>();
-    }
-    128 * shift
 }
 
 /// The per-token kernels' end of a block for a tile of up to 4 tokens: each token's two
@@ -322,11 +327,16 @@ mod tests {
             let first: i32 = (0..256 / sub)
                 .map(|s| u.scales[s] * (s * sub..(s + 1) * sub).map(|k| u.weights[k] as i32 * q(k)).sum::<i32>())
                 .sum();
-            let sum16 = |i: usize| i16::from_le_bytes([y[260 + 2 * i], y[261 + 2 * i]]) as i32;
-            let second: i32 = (0..8)
+            // Sums of `sub` values: Q4_K's mins and Q6_K's scales cover that many each.
+            let sum = |i: usize| {
+                (i * sub / 16..(i + 1) * sub / 16)
+                    .map(|k| i16::from_le_bytes([y[260 + 2 * k], y[261 + 2 * k]]) as i32)
+                    .sum::<i32>()
+            };
+            let second: i32 = (0..128 / sub)
                 .map(|p| {
-                    (u.pairs[p] as u16 as i16 as i32) * sum16(2 * p)
-                        + ((u.pairs[p] >> 16) as u16 as i16 as i32) * sum16(2 * p + 1)
+                    (u.pairs[p] as u16 as i16 as i32) * sum(2 * p)
+                        + ((u.pairs[p] >> 16) as u16 as i16 as i32) * sum(2 * p + 1)
                 })
                 .sum();
             acc = canonical(acc, u.d, u.m, yd, first, second);

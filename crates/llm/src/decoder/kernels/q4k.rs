@@ -123,10 +123,13 @@ mod avx512 {
             _mm256_storeu_si256(w, _mm256_and_si256(bits, low));
             _mm256_storeu_si256(w.add(1), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), low));
         }
-        for s in 0..8 {
-            out.scales[s] = sc[s] as i32;
-            out.pairs[s] = pair(mn[s] as i16, mn[s] as i16);
+        for (scale, &s) in out.scales.iter_mut().zip(&sc) {
+            *scale = s as i32;
         }
+        for p in 0..4 {
+            out.pairs[p] = pair(mn[2 * p] as i16, mn[2 * p + 1] as i16);
+        }
+        out.pairs[4..].fill(0);
         out.d = d;
         out.m = dmin;
     }
