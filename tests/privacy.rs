@@ -85,11 +85,15 @@ fn data_folder_reveals_nothing_and_a_missing_key_fails_cleanly_until_restored() 
         );
     }
 
-    // A key backup, then the keychain entry lost.
+    // A key backup (which `key status` then knows of), then the keychain entry lost.
+    let status = text(&home.quire(&["key", "status"]).stdout);
+    assert!(status.contains("no backup of this key saved yet"), "{status}");
     let backup = home.dir.path().join("key-backup.json");
     let mut export = home.command(&["key", "export", backup.to_str().unwrap()]);
     export.env("QUIRE_BACKUP_PASSPHRASE", "a long backup passphrase");
     assert!(home.run(export, &["key", "export"]).status.success());
+    let status = text(&home.quire(&["key", "status"]).stdout);
+    assert!(status.contains("a backup of this key was saved"), "{status}");
     let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(data.join("vault.json")).unwrap()).unwrap();
     let entry = format!(
         "collection {} key {}",

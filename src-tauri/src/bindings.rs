@@ -13,6 +13,7 @@ mod tests {
         quire_engine::Event::export_all_to(dir).unwrap();
         quire_engine::Answer::export_all_to(dir).unwrap();
         quire_engine::MemoryBudget::export_all_to(dir).unwrap();
+        quire_engine::memory::InstalledModel::export_all_to(dir).unwrap();
         quire_engine::history::Exchange::export_all_to(dir).unwrap();
         quire_engine::Turn::export_all_to(dir).unwrap();
         AppStatus::export_all_to(dir).unwrap();

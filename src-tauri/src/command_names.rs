@@ -11,6 +11,7 @@ pub const COMMANDS: &[&str] = &[
     "remove_document",
     "switch_collection",
     "set_models",
+    "installed_models",
     "add_watched_folder",
     "remove_watched_folder",
     "history",

@@ -23,6 +23,11 @@ fn say(e: anyhow::Error) -> String {
     format!("{e:#}")
 }
 
+/// What the lock screen says where a new collection gets a passphrase instead of a keychain.
+const CHOOSE_PASSPHRASE: &str = "This computer has no keychain Quire can keep your library's key in, so the \
+     key will be sealed under a passphrase you choose now. Without it the library cannot be opened: keep it \
+     safe. Once your first documents are in, Quire offers to save a key backup.";
+
 /// Prompt with its sources plus the answer: the context the KV cache figure is given for.
 const CONTEXT_TOKENS: u32 = 5 * 500 + 300 + 512;
 
@@ -57,12 +62,26 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         EngineSlot::Opening => (EngineState::Opening, Vec::new(), false),
         EngineSlot::Failed(reason) => (EngineState::Failed { reason: reason.clone() }, Vec::new(), false),
         EngineSlot::Locked(lock) => {
-            let (reason, needs_passphrase, key_missing) = match lock {
-                Lock::ByUser => ("Quire is locked.".to_string(), false, false),
-                Lock::NeedsPassphrase(r) => (r.clone(), true, false),
-                Lock::KeyMissing(r) => (r.clone(), false, true),
+            let locked = |reason: &str, needs_passphrase, key_missing| EngineState::Locked {
+                reason: reason.into(),
+                detail: String::new(),
+                needs_passphrase,
+                new_collection: false,
+                key_missing,
             };
-            (EngineState::Locked { reason, needs_passphrase, key_missing }, Vec::new(), false)
+            let state = match lock {
+                Lock::ByUser => locked("Quire is locked.", false, false),
+                Lock::NeedsPassphrase(r) => locked(r, true, false),
+                Lock::KeyMissing(r) => locked(r, false, true),
+                Lock::ChoosePassphrase { no_keychain } => EngineState::Locked {
+                    reason: CHOOSE_PASSPHRASE.into(),
+                    detail: no_keychain.clone(),
+                    needs_passphrase: true,
+                    new_collection: true,
+                    key_missing: false,
+                },
+            };
+            (state, Vec::new(), false)
         }
         EngineSlot::Ready(engine) => (EngineState::Ready, engine.documents().await.map_err(say)?, engine.llm_loaded()),
     };
@@ -236,6 +255,17 @@ pub async fn switch_collection(app: AppHandle, state: State<'_, AppState>, name:
     Ok(())
 }
 
+/// The GGUF models in the models folder, with their sizes and whether each fits in the memory
+/// free now (Settings lists them to pick from).
+#[tauri::command]
+pub async fn installed_models() -> Reply<Vec<memory::InstalledModel>> {
+    let dir = quire_models::models_dir().map_err(say)?;
+    let available = MemoryReading::now().machine_available_bytes;
+    tauri::async_runtime::spawn_blocking(move || memory::installed_models(&dir, CONTEXT_TOKENS, available))
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// Picks the answer (target) and draft GGUF files; `None` keeps the default. Refuses a file that
 /// is not a readable GGUF model; warns (without refusing) when it would not fit in memory.
 #[tauri::command]
@@ -396,7 +426,6 @@ pub async fn export_key(
         return Err("choose a backup passphrase of at least 8 characters".into());
     }
     let engine = state.engine().await.map_err(say)?;
-    let backup = engine.export_key(&quire_engine::Secret::new(backup_passphrase)).map_err(say)?;
     let dialog = app.dialog().file().set_title("Save the key backup").set_file_name("quire-key-backup.json");
     let Some(picked) =
         tauri::async_runtime::spawn_blocking(move || dialog.blocking_save_file()).await.map_err(|e| e.to_string())?
@@ -404,8 +433,7 @@ pub async fn export_key(
         return Ok(None);
     };
     let path = picked.into_path().map_err(|e| e.to_string())?;
-    quire_engine::write_private(&path, backup.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    engine.export_key(&quire_engine::Secret::new(backup_passphrase), &path).map_err(say)?;
     Ok(Some(path.display().to_string()))
 }
 

@@ -21,11 +21,15 @@ pub enum EngineState {
     Failed {
         reason: String,
     },
-    /// The collection's key is not in memory. `needs_passphrase`: unlocking takes one;
+    /// The collection's key is not in memory. `reason` in plain words, `detail` the system's
+    /// own (may be empty). `needs_passphrase`: unlocking takes one; `new_collection`: there is
+    /// no key yet and the passphrase typed now will protect a new one (so it is typed twice);
     /// `key_missing`: the key is gone from the keychain and a backup must be imported.
     Locked {
         reason: String,
+        detail: String,
         needs_passphrase: bool,
+        new_collection: bool,
         key_missing: bool,
     },
 }

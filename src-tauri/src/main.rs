@@ -45,6 +45,7 @@ fn main() {
             commands::remove_document,
             commands::switch_collection,
             commands::set_models,
+            commands::installed_models,
             commands::add_watched_folder,
             commands::remove_watched_folder,
             commands::history,

@@ -24,7 +24,13 @@ pub enum EngineSlot {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lock {
     ByUser,
+    /// A collection sealed under a passphrase (why it is locked).
     NeedsPassphrase(String),
+    /// A new collection where no keychain works: the passphrase chosen now will protect it
+    /// (the keychain's error).
+    ChoosePassphrase {
+        no_keychain: String,
+    },
     KeyMissing(String),
 }
 
@@ -122,8 +128,12 @@ impl AppState {
     /// (Re)opens the engine for the current settings; on failure the reason is kept for the UI.
     pub async fn open_engine(&self) -> Result<Arc<Engine>> {
         *self.engine.write().await = EngineSlot::Opening;
+        let mut new_collection = false;
         let opened = match self.engine_config() {
-            Ok(config) => Engine::open(config).await.map(Arc::new),
+            Ok(config) => {
+                new_collection = !quire_engine::Vault::exists(&config.data_dir);
+                Engine::open(config).await.map(Arc::new)
+            }
             Err(e) => Err(e),
         };
         let mut slot = self.engine.write().await;
@@ -135,9 +145,15 @@ impl AppState {
             Err(e) => {
                 let reason = format!("{e:#}");
                 *slot = match e.downcast_ref::<VaultError>() {
-                    Some(
-                        VaultError::PassphraseNeeded | VaultError::WrongPassphrase | VaultError::NoKeychain { .. },
-                    ) => EngineSlot::Locked(Lock::NeedsPassphrase(reason)),
+                    Some(VaultError::NoKeychain { .. }) if new_collection => {
+                        EngineSlot::Locked(Lock::ChoosePassphrase { no_keychain: reason })
+                    }
+                    Some(VaultError::PassphraseNeeded) => EngineSlot::Locked(Lock::NeedsPassphrase(
+                        "This library is protected by a passphrase: enter it to open the library.".into(),
+                    )),
+                    Some(VaultError::WrongPassphrase | VaultError::NoKeychain { .. }) => {
+                        EngineSlot::Locked(Lock::NeedsPassphrase(reason))
+                    }
                     Some(VaultError::KeyMissing { .. }) => EngineSlot::Locked(Lock::KeyMissing(reason)),
                     _ => EngineSlot::Failed(reason),
                 };

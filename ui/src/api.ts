@@ -9,6 +9,7 @@ import type { Exchange } from "./bindings/Exchange";
 import type { IngestSummary } from "./bindings/IngestSummary";
 import type { KeyInfo } from "./bindings/KeyInfo";
 import type { LocalApi } from "./bindings/LocalApi";
+import type { InstalledModel } from "./bindings/InstalledModel";
 import type { MemoryBudget } from "./bindings/MemoryBudget";
 import type { SetModelsResult } from "./bindings/SetModelsResult";
 import type { Settings } from "./bindings/Settings";
@@ -16,7 +17,7 @@ import type { Turn } from "./bindings/Turn";
 import { COMMANDS, EVENT_FILES_DROPPED, EVENT_INGEST, EVENT_RESEAL, EVENT_STATUS_CHANGED } from "./bindings/events";
 
 export type Command = (typeof COMMANDS)[number];
-export type { Answer, AppStatus, EngineEvent, Exchange, IngestSummary, KeyInfo, MemoryBudget, Settings, Turn };
+export type { Answer, AppStatus, EngineEvent, Exchange, IngestSummary, InstalledModel, KeyInfo, MemoryBudget, Settings, Turn };
 
 function call<T>(command: Command, args?: Record<string, unknown>): Promise<T> {
   return invoke<T>(command, args);
@@ -39,6 +40,7 @@ export const api = {
   removeDocument: (docId: string) => call<boolean>("remove_document", { docId }),
   switchCollection: (name: string) => call<void>("switch_collection", { name }),
   setModels: (target: string | null, draft: string | null) => call<SetModelsResult>("set_models", { target, draft }),
+  installedModels: () => call<InstalledModel[]>("installed_models"),
   addWatchedFolder: (path: string) => call<IngestSummary>("add_watched_folder", { path }),
   removeWatchedFolder: (path: string) => call<Settings>("remove_watched_folder", { path }),
   history: () => call<Exchange[]>("history"),

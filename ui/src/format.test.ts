@@ -1,6 +1,13 @@
-import { fileName, formatBytes, formatDuration, location, splitByteRange } from "./format";
+import { fileName, formatBytes, formatDuration, location, newPassphraseProblem, splitByteRange } from "./format";
 
 describe("format", () => {
+  it("takes a new passphrase only when long enough and typed the same twice", () => {
+    expect(newPassphraseProblem("correct horse", "correct horse")).toBeNull();
+    expect(newPassphraseProblem("short", "short")).toContain("at least 8");
+    expect(newPassphraseProblem("correct horse", "correct hose")).toContain("differ");
+    expect(newPassphraseProblem("", "")).toContain("at least 8");
+  });
+
   it("prints sizes in decimal units", () => {
     expect(formatBytes(0)).toBe("0 B");
     expect(formatBytes(999)).toBe("999 B");

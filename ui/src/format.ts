@@ -39,3 +39,10 @@ export function splitByteRange(text: string, range: [number, number] | null): [s
   const dec = new TextDecoder();
   return [dec.decode(bytes.slice(0, start)), dec.decode(bytes.slice(start, end)), dec.decode(bytes.slice(end))];
 }
+
+/** Why a new passphrase cannot be taken as typed (too short, or typed differently twice), or null. */
+export function newPassphraseProblem(passphrase: string, again: string): string | null {
+  if ([...passphrase].length < 8) return "Choose a passphrase of at least 8 characters.";
+  if (passphrase !== again) return "The two passphrases differ: type the same one twice.";
+  return null;
+}

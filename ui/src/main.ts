@@ -1,14 +1,16 @@
 // The main window: library and ingestion, chat, sources, memory budget, settings.
-import { api, errorText, events, type AppStatus, type IngestSummary } from "./api";
+import { api, errorText, events, type AppStatus, type IngestSummary, type InstalledModel } from "./api";
 import { setupChat, type Chat } from "./chat";
 import { byId, el } from "./dom";
-import { fileName, formatBytes, formatDuration } from "./format";
+import { fileName, formatBytes, formatDuration, newPassphraseProblem } from "./format";
 import { describe, IngestTracker } from "./ingest";
 import { renderMemory } from "./memory";
 
 const tracker = new IngestTracker();
 let status: AppStatus | null = null;
 let historyShown = false;
+/** "Later" on the key backup offer: asked again at the next start. */
+let backupLater = false;
 let chat: Chat;
 
 async function refreshStatus() {
@@ -69,11 +71,19 @@ function showLock(engine: AppStatus["engine"]) {
   const screen = byId("lock-screen");
   screen.hidden = engine.state !== "locked";
   if (engine.state !== "locked") return;
+  const choosing = engine.new_collection;
+  byId("lock-title").textContent = choosing ? "Choose a passphrase" : "Quire is locked";
   byId("lock-reason").textContent = engine.reason;
   byId("unlock-passphrase-label").hidden = !engine.needs_passphrase;
+  byId("confirm-passphrase-label").hidden = !choosing;
+  byId<HTMLInputElement>("unlock-passphrase-input").autocomplete = choosing ? "new-password" : "current-password";
   byId("lock-import").hidden = !engine.key_missing;
   byId("unlock-button").hidden = engine.key_missing;
+  byId("unlock-button").textContent = choosing ? "Protect my library" : "Unlock";
+  byId("lock-detail").hidden = engine.detail === "";
+  byId("lock-detail-text").textContent = engine.detail;
 }
+
 
 async function showKeyInfo() {
   try {
@@ -81,9 +91,38 @@ async function showKeyInfo() {
     const where = k.store === "keychain" ? "the system keychain" : k.store === "passphrase" ? "this collection's folder, sealed under your passphrase" : "memory only";
     const rotating = k.rotating_from.length ? ` · replacing ${k.rotating_from.join(", ")}` : "";
     byId("key-info").textContent = `Encrypted with key ${k.key_id}, kept in ${where}${rotating}.`;
+    // Once there is something to lose, and until a backup of the current key exists.
+    const offer = byId("backup-offer");
+    offer.hidden = k.backed_up || k.store === "memory" || backupLater || (status?.documents.length ?? 0) === 0;
+    byId("backup-offer-text").textContent =
+      (k.store === "passphrase"
+        ? "Your library's key is sealed under your passphrase: if the passphrase is forgotten, only a key backup opens the library."
+        : "Your library's key is kept in this computer's keychain: if the keychain is lost (a new computer, a reset account), only a key backup opens the library.") +
+      " The backup has a passphrase of its own: keep the file and that passphrase apart.";
   } catch {
     byId("key-info").textContent = "";
   }
+}
+
+function setupBackupOffer() {
+  const message = byId("backup-offer-message");
+  byId("backup-offer-button").addEventListener("click", async () => {
+    const input = byId<HTMLInputElement>("backup-offer-passphrase");
+    message.textContent = "";
+    try {
+      const where = await api.exportKey(input.value);
+      if (!where) return;
+      input.value = "";
+      byId("ingest-summary").append(el("p", { text: `Key backup saved to ${where}.` }));
+      await showKeyInfo();
+    } catch (e) {
+      message.textContent = errorText(e);
+    }
+  });
+  byId("backup-later-button").addEventListener("click", () => {
+    backupLater = true;
+    byId("backup-offer").hidden = true;
+  });
 }
 
 function setupLock() {
@@ -105,8 +144,19 @@ function setupLock() {
   byId("unlock-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const input = byId<HTMLInputElement>("unlock-passphrase-input");
+    const confirm = byId<HTMLInputElement>("confirm-passphrase-input");
     const passphrase = input.value;
+    if (!byId("confirm-passphrase-label").hidden) {
+      const problem = newPassphraseProblem(passphrase, confirm.value);
+      if (problem) {
+        error.textContent = problem;
+        confirm.value = "";
+        (passphrase === "" ? input : confirm).focus();
+        return;
+      }
+    }
     input.value = "";
+    confirm.value = "";
     void run(() => api.unlock(passphrase || null))();
   });
   byId("lock-import-button").addEventListener("click", run(async () => {
@@ -183,6 +233,29 @@ async function loadHistory() {
   }
 }
 
+/** The answer model picker: the installed models, the current one chosen; "Other file…" shows the path box. */
+function fillModelPicker(models: InstalledModel[], current: string) {
+  const select = byId<HTMLSelectElement>("target-model-select");
+  const input = byId<HTMLInputElement>("target-model-input");
+  const other = byId("target-model-other");
+  const verdict = (m: InstalledModel) =>
+    m.fits ? `fits in memory (${formatBytes(m.memory_bytes)})` : `needs ${formatBytes(m.memory_bytes)}, more than is free`;
+  select.replaceChildren(
+    ...models.map((m) =>
+      el("option", { text: `${m.name} · ${formatBytes(m.file_bytes)} file · ${verdict(m)}`, attrs: { value: m.path, "data-fits": String(m.fits) } }),
+    ),
+    el("option", { text: "Other file…", attrs: { value: "" } }),
+  );
+  const known = models.some((m) => m.path === current);
+  select.value = known ? current : "";
+  other.hidden = known;
+  select.onchange = () => {
+    other.hidden = select.value !== "";
+    if (select.value) input.value = select.value;
+    else input.focus();
+  };
+}
+
 function setupSettings() {
   const dialog = byId<HTMLDialogElement>("settings-dialog");
   const error = byId("settings-error");
@@ -194,7 +267,13 @@ function setupSettings() {
       error.textContent = errorText(e);
     }
   };
-  byId("settings-button").addEventListener("click", () => dialog.showModal());
+  byId("settings-button").addEventListener("click", () => {
+    dialog.showModal();
+    void api.installedModels().then(
+      (models) => fillModelPicker(models, byId<HTMLInputElement>("target-model-input").value),
+      (e) => (error.textContent = errorText(e)),
+    );
+  });
   byId("save-models-button").addEventListener("click", guard(async () => {
     const t = byId<HTMLInputElement>("target-model-input").value.trim();
     const d = byId<HTMLInputElement>("draft-model-input").value.trim();
@@ -252,6 +331,7 @@ function setup() {
   chat = setupChat({ onAnswered: () => void refreshMemory() });
   setupSettings();
   setupLock();
+  setupBackupOffer();
   void events.onReseal((done, total) => {
     byId("key-message").textContent = `Resealing documents under the new key: ${done}/${total}`;
   });

@@ -318,13 +318,16 @@ async fn key(action: KeyAction) -> Result<ExitCode> {
             if !info.rotating_from.is_empty() {
                 println!("rotation under way from {}", info.rotating_from.join(", "));
             }
+            if info.backed_up {
+                println!("a backup of this key was saved");
+            } else if info.store != quire_engine::KeyStore::Memory {
+                println!("no backup of this key saved yet: `quire key export FILE` makes one");
+            }
         }
         KeyAction::Export { file } => {
             let engine = Engine::open(config).await?;
             let pass = backup_passphrase()?;
-            let backup = engine.export_key(&pass)?;
-            quire_engine::write_private(&file, backup.as_bytes())
-                .with_context(|| format!("cannot write {}", file.display()))?;
+            engine.export_key(&pass, &file)?;
             println!("key backup written to {} (keep it and its passphrase apart)", file.display());
         }
         KeyAction::Rotate => {

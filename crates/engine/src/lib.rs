@@ -409,10 +409,15 @@ impl Engine {
         self.reseal(progress, cancel).await
     }
 
-    /// A backup of this collection's keys, sealed under `backup_passphrase` (JSON, to keep
-    /// somewhere safe: with it, `Vault::import` restores a lost keychain entry).
-    pub fn export_key(&self, backup_passphrase: &Secret) -> Result<String> {
-        Ok(self.vault.lock().unwrap_or_else(|p| p.into_inner()).export(&self.config.keys, backup_passphrase)?)
+    /// Writes a backup of this collection's keys, sealed under `backup_passphrase`, to `file`
+    /// (JSON, to keep somewhere safe: with it, `Vault::import` restores a lost keychain entry
+    /// or passphrase manifest), and records that the current key has one.
+    pub fn export_key(&self, backup_passphrase: &Secret, file: &Path) -> Result<()> {
+        let mut vault = self.vault.lock().unwrap_or_else(|p| p.into_inner());
+        let backup = vault.export(&self.config.keys, backup_passphrase)?;
+        write_private(file, backup.as_bytes()).with_context(|| format!("cannot write {}", file.display()))?;
+        vault.mark_backed_up()?;
+        Ok(())
     }
 
     /// Installs (or, with `None`, removes) the reranker `retrieve` applies.

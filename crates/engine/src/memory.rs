@@ -127,6 +127,53 @@ pub fn folder_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// A GGUF model in the models folder, as Settings offers it: its size on disk, what it takes in
+/// memory with its KV cache at the budget's context, and whether that fits what is free.
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct InstalledModel {
+    pub path: String,
+    /// The known model's name and quantization ("Qwen2.5-Coder-1.5B-Instruct, Q4_K_M"), else
+    /// the file's name.
+    pub name: String,
+    #[ts(type = "number")]
+    pub file_bytes: u64,
+    #[ts(type = "number")]
+    pub memory_bytes: u64,
+    pub fits: bool,
+}
+
+/// The GGUF files in `models_dir`, by file name, against `available` bytes of memory; a file
+/// whose header cannot be read is left out (Settings still takes any path typed).
+pub fn installed_models(models_dir: &Path, context_tokens: u32, available: u64) -> Vec<InstalledModel> {
+    let Ok(entries) = std::fs::read_dir(models_dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<std::path::PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "gguf") && p.is_file())
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let f = ModelFootprint::of_gguf(&path).ok()?;
+            let memory_bytes = f.weights_bytes + f.kv_bytes(context_tokens as u64);
+            let known = quire_models::KNOWN_MODELS.iter().find(|m| m.location_in(models_dir) == path);
+            let name = known.map_or_else(
+                || path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                |m| m.description.split(" GGUF").next().unwrap_or(m.description).to_owned(),
+            );
+            Some(InstalledModel {
+                path: path.display().to_string(),
+                name,
+                file_bytes: f.file_bytes,
+                memory_bytes,
+                fits: memory_bytes as f64 <= available as f64 * FIT_SHARE,
+            })
+        })
+        .collect()
+}
+
 /// A warning when a model, with its KV cache at `context_tokens`, would take more than its
 /// share of the `available` memory; `None` when it fits.
 pub fn fit_warning(role: &str, path: &Path, f: &ModelFootprint, context_tokens: u32, available: u64) -> Option<String> {
@@ -201,6 +248,26 @@ pub fn budget(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Settings' list: the GGUF files of the folder by name, a known one by its name, with its
+    /// file size and a verdict against the memory given; other files and unreadable GGUFs left out.
+    #[test]
+    fn installed_models_are_the_folders_readable_gguf_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let tiny = quire_testkit::model(&quire_models::SMOLLM2);
+        std::os::unix::fs::symlink(&tiny, quire_models::SMOLLM2.location_in(dir.path())).unwrap();
+        std::os::unix::fs::symlink(&tiny, dir.path().join("another.gguf")).unwrap();
+        std::fs::write(dir.path().join("broken.gguf"), b"not a model").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), b"text").unwrap();
+        let plenty = installed_models(dir.path(), 1000, 1 << 40);
+        let names: Vec<&str> = plenty.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["SmolLM2-135M-Instruct, Q4_1", "another.gguf"], "{plenty:?}");
+        let file = std::fs::metadata(&tiny).unwrap().len();
+        assert!(plenty.iter().all(|m| m.file_bytes == file && m.memory_bytes > file / 2 && m.fits), "{plenty:?}");
+        let scarce = installed_models(dir.path(), 1000, 1_000_000);
+        assert!(scarce.iter().all(|m| !m.fits), "{scarce:?}");
+        assert!(installed_models(&dir.path().join("missing"), 1000, 1 << 40).is_empty());
+    }
 
     /// What a loaded model keeps between answers (its last prompt) is in the prediction; a
     /// model not loaded adds nothing.

@@ -49,6 +49,10 @@ struct Manifest {
     collection: String,
     current: String,
     keys: Vec<StoredKey>,
+    /// The key the last backup was made of (`Vault::mark_backed_up`): a rotation since then
+    /// needs a new backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    backed_up: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -84,6 +88,8 @@ pub struct KeyInfo {
     pub store: KeyStore,
     /// Keys still to be rotated away from (their data is being resealed).
     pub rotating_from: Vec<String>,
+    /// Whether a backup of the current key was saved (by this process or another one).
+    pub backed_up: bool,
 }
 
 /// A collection's key manifest, opened.
@@ -115,8 +121,13 @@ impl Vault {
                 let collection = random_id();
                 let key = DataKey::random();
                 let stored = store_key(&collection, &key, access)?;
-                let manifest =
-                    Manifest { version: 1, collection: collection.clone(), current: key.id(), keys: vec![stored] };
+                let manifest = Manifest {
+                    version: 1,
+                    collection: collection.clone(),
+                    current: key.id(),
+                    keys: vec![stored],
+                    backed_up: None,
+                };
                 let vault = Vault { path, manifest };
                 // Another process opening the same new collection may have made its key first
                 // (the app and `quire list` during `quire watch`): the first manifest wins, and
@@ -174,12 +185,27 @@ impl Vault {
             Some(StoredKey::Memory { .. }) => KeyStore::Memory,
             _ => KeyStore::Keychain,
         };
+        // Read again: `quire key export` may have made the backup while the app runs.
+        let on_disk = std::fs::read_to_string(&self.path).ok().and_then(|t| serde_json::from_str::<Manifest>(&t).ok());
+        let backed_up = on_disk.map_or(m.backed_up.clone(), |d| d.backed_up);
         KeyInfo {
             collection: m.collection.clone(),
             key_id: m.current.clone(),
             store,
             rotating_from: m.keys.iter().map(|k| k.id().to_owned()).filter(|id| *id != m.current).collect(),
+            backed_up: backed_up.as_deref() == Some(m.current.as_str()),
         }
+    }
+
+    /// Whether `dir` holds a collection's key manifest (else opening it makes a new key).
+    pub fn exists(dir: &Path) -> bool {
+        dir.join(MANIFEST).exists()
+    }
+
+    /// Records that a backup of the current key was saved (`export`'s text, written away).
+    pub fn mark_backed_up(&mut self) -> Result<(), VaultError> {
+        self.manifest.backed_up = Some(self.manifest.current.clone());
+        self.save()
     }
 
     /// Starts a key rotation: a new current key, stored where the current one is; the old keys
@@ -275,7 +301,12 @@ impl Vault {
             collection: backup.collection.clone(),
             current: backup.current.clone(),
             keys: Vec::new(),
+            backed_up: None,
         });
+        // The user holds a backup of the current key: the one being imported.
+        if manifest.current == backup.current {
+            manifest.backed_up = Some(backup.current.clone());
+        }
         for key in &restored {
             let stored = store_key(&manifest.collection, key, access)?;
             manifest.keys.retain(|k| k.id() != stored.id());
@@ -417,8 +448,15 @@ mod tests {
         assert!(matches!(Vault::unlock(dir.path(), &KeyAccess::passphrase("nope")), Err(VaultError::WrongPassphrase)));
 
         // Rotate: new data sealed under the new key, old data still opens until finished.
+        // A backup is recorded, on disk for other processes too, until the key it holds is
+        // rotated away.
+        assert!(!vault.info().backed_up, "nothing was backed up yet");
         let backup = vault.export(&access, &Secret::new("backup pass")).unwrap();
+        vault.mark_backed_up().unwrap();
+        assert!(vault.info().backed_up);
+        assert!(Vault::unlock(dir.path(), &access).unwrap().0.info().backed_up, "kept in the manifest");
         let p2 = vault.rotate(&access).unwrap();
+        assert!(!vault.info().backed_up, "the new key has no backup");
         assert_ne!(p2.key_id(), p1.key_id());
         assert_eq!(vault.info().rotating_from, vec![p1.key_id().to_owned()]);
         let (_, reopened) = Vault::unlock(dir.path(), &access).unwrap();
@@ -431,6 +469,7 @@ mod tests {
         let fresh = tempfile::tempdir().unwrap();
         let info = Vault::import(fresh.path(), &backup, &Secret::new("backup pass"), &access).unwrap();
         assert_eq!(info.key_id, p1.key_id());
+        assert!(info.backed_up, "restored from a backup of its current key");
         let (_, restored) = Vault::unlock(fresh.path(), &access).unwrap();
         assert_eq!(restored.open("c", &sealed).unwrap(), "secret words");
         // A wrong backup passphrase or another collection's backup: refused, nothing changed.

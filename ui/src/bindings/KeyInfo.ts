@@ -8,4 +8,8 @@ export type KeyInfo = { collection: string, key_id: string, store: KeyStore,
 /**
  * Keys still to be rotated away from (their data is being resealed).
  */
-rotating_from: Array<string>, };
+rotating_from: Array<string>, 
+/**
+ * Whether a backup of the current key was saved (by this process or another one).
+ */
+backed_up: boolean, };
