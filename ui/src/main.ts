@@ -84,7 +84,6 @@ function showLock(engine: AppStatus["engine"]) {
   byId("lock-detail-text").textContent = engine.detail;
 }
 
-
 async function showKeyInfo() {
   try {
     const k = await api.keyStatus();
@@ -242,7 +241,7 @@ function fillModelPicker(models: InstalledModel[], current: string) {
     m.fits ? `fits in memory (${formatBytes(m.memory_bytes)})` : `needs ${formatBytes(m.memory_bytes)}, more than is free`;
   select.replaceChildren(
     ...models.map((m) =>
-      el("option", { text: `${m.name} · ${formatBytes(m.file_bytes)} file · ${verdict(m)}`, attrs: { value: m.path, "data-fits": String(m.fits) } }),
+      el("option", { text: `${m.name} · ${formatBytes(m.file_bytes)} file · ${verdict(m)}`, attrs: { value: m.path } }),
     ),
     el("option", { text: "Other file…", attrs: { value: "" } }),
   );

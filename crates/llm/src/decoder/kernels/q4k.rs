@@ -126,10 +126,10 @@ mod avx512 {
         for (scale, &s) in out.scales.iter_mut().zip(&sc) {
             *scale = s as i32;
         }
+        // Pairs 4.. are not read for Q4_K (its mins against the sums of 32 values take 4).
         for p in 0..4 {
             out.pairs[p] = pair(mn[2 * p] as i16, mn[2 * p + 1] as i16);
         }
-        out.pairs[4..].fill(0);
         out.d = d;
         out.m = dmin;
     }
