@@ -369,7 +369,33 @@ fn smollm2_settings() -> Value {
 fn add_documents_ask_and_read_sources_in_the_real_window() {
     let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
     let docs = quire_testkit::copy_samples(&["fasta_guide.pdf", "4ti2_manual.pdf", "markdown", "bad"]);
-    let mut app = App::start(smollm2_settings());
+    // The person's PDF viewer: a desktop entry set as the default for PDFs (as a desktop sets
+    // it), whose program is an "evince" that writes down what it was asked to open.
+    let desktop = tempfile::tempdir().unwrap();
+    let viewer = desktop.path().join("bin/evince");
+    let opened = desktop.path().join("opened.txt");
+    std::fs::create_dir_all(viewer.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(desktop.path().join("data/applications")).unwrap();
+    std::fs::write(&viewer, format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n", opened.display())).unwrap();
+    std::fs::set_permissions(&viewer, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(
+        desktop.path().join("data/applications/test-viewer.desktop"),
+        format!("[Desktop Entry]\nType=Application\nName=Viewer\nExec={} %U\n", viewer.display()),
+    )
+    .unwrap();
+    // In the user's own list, which comes before any the system has.
+    std::fs::create_dir_all(desktop.path().join("config")).unwrap();
+    std::fs::write(
+        desktop.path().join("config/mimeapps.list"),
+        "[Default Applications]\napplication/pdf=test-viewer.desktop;\n",
+    )
+    .unwrap();
+    let (data_home, config_home) = (desktop.path().join("data"), desktop.path().join("config"));
+    let mut app = App::start_with_models(
+        smollm2_settings(),
+        &quire_models::models_dir().unwrap(),
+        &[("XDG_DATA_HOME", data_home.to_str().unwrap()), ("XDG_CONFIG_HOME", config_home.to_str().unwrap())],
+    );
     app.wait_ready();
     app.screenshot("01-main-empty.png");
 
@@ -430,6 +456,30 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     eprintln!("sources pane, first answer: {first_pane:?}");
     assert_eq!(first_pane.len(), 3, "the 3 passages read: {first_pane:?}");
     assert!(first_pane.iter().any(|p| p.ends_with("cited=true")), "{first_pane:?}");
+    // "Open document" on a PDF passage opens the default viewer at the passage's page, and says so.
+    let (pdf, page) = app
+        .js(
+            "const s = [...document.querySelectorAll('#source-list .source')].find(e => e.dataset.page); \
+             s.querySelector('button').click(); \
+             return [s.querySelector('.source-doc').textContent, s.dataset.page];",
+            json!([]),
+        )
+        .as_array()
+        .map(|v| (v[0].as_str().unwrap().to_owned(), v[1].as_str().unwrap().to_owned()))
+        .unwrap();
+    let said = app.wait_until("the document opened", Duration::from_secs(30), |a| {
+        let t = a.text("#open-status");
+        (!t.is_empty()).then_some(t)
+    });
+    eprintln!("open document ({pdf}): {said}");
+    let file = pdf.split(", p. ").next().unwrap();
+    assert_eq!(said, format!("Opened {file} at page {page} in evince."));
+    let args =
+        app.wait_until("the viewer to start", Duration::from_secs(30), |_| std::fs::read_to_string(&opened).ok());
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(args.len(), 2, "{args:?}");
+    assert_eq!(args[0], format!("--page-index={page}"));
+    assert!(args[1].ends_with(&format!("/{file}")), "{args:?}");
 
     // Each answer keeps its own passages: after an answer from another document, the first
     // answer's marker brings the first answer's passages back to the pane.
@@ -584,6 +634,8 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     let (done, total) = {
         let h = app.text("#ingest-headline");
         eprintln!("when the first token arrived: {h}");
+        // The headline says how far the batch is and what it is doing, not only finished files.
+        assert!(h.contains(" of ") && h.contains(" %"), "headline: {h}");
         let nums: Vec<u32> = h.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect();
         (nums[0], nums[1])
     };
@@ -663,7 +715,13 @@ fn first_start_without_models_says_what_is_missing() {
     let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
     let no_models = tempfile::tempdir().unwrap();
     // In the dark theme: the UI follows the system's (GTK's) preference.
-    let app = App::start_with_models(json!({}), no_models.path(), &[("GTK_THEME", "Adwaita:dark")]);
+    // The registry packages setup.sh fetched: the download below reads them, not the network.
+    let wheels = quire_models::wheel_cache_dir().unwrap();
+    let app = App::start_with_models(
+        json!({"preload_model": false}),
+        no_models.path(),
+        &[("GTK_THEME", "Adwaita:dark"), ("QUIRE_WHEEL_CACHE", wheels.to_str().unwrap())],
+    );
     let problems = app.wait_until("the problems banner", Duration::from_secs(60), |a| {
         let p = a.text("#problems");
         (a.attr("#problems", "hidden").is_none() && p.contains("quire models fetch")).then_some(p)
@@ -681,6 +739,26 @@ fn first_start_without_models_says_what_is_missing() {
         "dark background under GTK's dark theme: {background}"
     );
     app.screenshot("09-first-start-without-models-dark.png");
+
+    // The banner offers the missing models; one click fetches them (sha256 checked), and the
+    // collection opens with them.
+    let offer = app.text("#fetch-models-button");
+    assert!(offer.contains("all-minilm-l6-v2") && offer.contains("qwen2.5-coder-1.5b"), "{offer}");
+    app.click("#fetch-models-button");
+    let line = app.wait_until("the download's progress", Duration::from_secs(60), |a| {
+        let t = a.text("#fetch-progress");
+        (!t.is_empty()).then_some(t)
+    });
+    eprintln!("fetching: {line}");
+    app.wait_until("the models fetched and the collection open", Duration::from_secs(600), |a| {
+        (a.attr("#problems", "hidden").is_some() && a.attr("#model-status", "data-state").as_deref() == Some("ready"))
+            .then_some(())
+    });
+    for model in [&quire_models::MINILM, &quire_models::QWEN_1_5B] {
+        assert!(model.is_installed_in(no_models.path()), "{} installed", model.name);
+        quire_models::verify_in(model, no_models.path()).unwrap();
+    }
+    app.screenshot("09-models-fetched.png");
 }
 
 /// A watched folder is brought up to date at start and then followed while the app runs: a file

@@ -112,6 +112,9 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
     let crashed = QuireHome::new(QUIRE);
     let mut rng = Lcg(20261129);
     let (mut kills, mut runs) = (0, 0);
+    // How long the last run that was not killed took: each kill falls at a random point of a
+    // run of about that length, so kills land on a fast machine as on a slow one.
+    let mut run_length = 8.0;
     while kills < 20 {
         runs += 1;
         assert!(runs <= 60, "only {kills} kills landed in {runs} runs");
@@ -135,14 +138,22 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
         }
         let mut child =
             crashed.command(&["ingest", corpus_path]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-        let at = 0.1 + rng.unit() * if runs == 1 { 8.0 } else { 2.5 };
-        std::thread::sleep(Duration::from_secs_f64(at));
-        let killed = child.try_wait().unwrap().is_none();
+        let started = std::time::Instant::now();
+        let at = 0.05 + rng.unit() * run_length;
+        let mut finished = None;
+        while finished.is_none() && started.elapsed().as_secs_f64() < at {
+            std::thread::sleep(Duration::from_millis(10));
+            finished = child.try_wait().unwrap().map(|_| started.elapsed().as_secs_f64());
+        }
+        let killed = finished.is_none() && child.try_wait().unwrap().is_none();
         if killed {
             child.kill().unwrap();
             kills += 1;
         }
         child.wait().unwrap();
+        if !killed {
+            run_length = finished.unwrap_or(at).max(0.2);
+        }
         // Even right after a kill, every stored document is complete.
         let now = snapshot(&crashed.data_dir(), !killed).await;
         println!(
@@ -157,12 +168,12 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
     let jobs = text(&crashed.quire(&["jobs"]).stdout);
     if jobs.contains("queued ") {
         let resumed = crashed.quire(&["ingest"]);
-        assert!(resumed.status.success(), "resume: {}", text(&resumed.stderr));
-        assert!(text(&resumed.stdout).contains("resuming an interrupted ingestion"));
+        assert!(resumed.status.success(), "resume: {}\njobs were:\n{jobs}", text(&resumed.stderr));
+        assert!(text(&resumed.stdout).contains("resuming an interrupted ingestion"), "{}", text(&resumed.stdout));
     }
     // A full run picks up what the killed runs never queued; after it, nothing is left to do.
     let full = crashed.quire(&["ingest", corpus_path]);
-    assert!(full.status.success());
+    assert!(full.status.success(), "full run: {}{}", text(&full.stdout), text(&full.stderr));
     let files = std::fs::read_dir(root).unwrap().count();
     let again = crashed.quire(&["ingest", corpus_path]);
     assert!(text(&again.stdout).contains(&format!("0 indexed, {files} unchanged")), "{}", text(&again.stdout));
@@ -170,7 +181,8 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
 
     // One clean ingestion of the same files.
     let clean = QuireHome::new(QUIRE);
-    assert!(clean.quire(&["ingest", corpus_path]).status.success());
+    let out = clean.quire(&["ingest", corpus_path]);
+    assert!(out.status.success(), "clean run: {}{}", text(&out.stdout), text(&out.stderr));
     let expected = snapshot(&clean.data_dir(), true).await;
     assert_eq!(expected.documents.len(), files);
     println!(

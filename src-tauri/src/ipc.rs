@@ -11,7 +11,9 @@ use quire_engine::DocumentRecord;
 pub const EVENT_INGEST: &str = "ingest"; // quire_engine::Event
 pub const EVENT_STATUS_CHANGED: &str = "status-changed"; // ()
 pub const EVENT_FILES_DROPPED: &str = "files-dropped"; // Vec<String>
+pub const EVENT_DRAGGING: &str = "dragging"; // bool: files are being dragged over the window
 pub const EVENT_RESEAL: &str = "reseal"; // (done, total) documents resealed under a new key
+pub const EVENT_FETCH: &str = "fetch"; // String: a line of what fetching the models is doing
 
 #[derive(Debug, Clone, Serialize, TS)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -57,6 +59,8 @@ pub struct AppStatus {
     pub model_preloading: bool,
     /// What is missing or wrong, in plain words, with what to do about it.
     pub problems: Vec<String>,
+    /// Known models the settings use that are not installed (`fetch_models` gets them).
+    pub missing_models: Vec<String>,
     pub watched_folders: Vec<String>,
     pub ingesting: bool,
     /// The local API's port when it is on.

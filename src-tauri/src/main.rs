@@ -3,12 +3,15 @@
 
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
-mod bindings;
+// First: its `for_each_command!` is used by the modules after it.
 #[allow(dead_code)] // read by build.rs and the bindings test
+#[macro_use]
 mod command_names;
+mod bindings;
 mod commands;
 mod ipc;
 mod platform;
+mod replies;
 mod settings;
 mod state;
 mod windows;
@@ -33,34 +36,16 @@ fn main() {
     };
     tauri::Builder::default()
         .plugin(tauri_plugin_dialog::init())
-        .invoke_handler(tauri::generate_handler![
-            commands::app_status,
-            commands::add_paths,
-            commands::choose_and_add,
-            commands::cancel_ingest,
-            commands::ask,
-            commands::cancel_answer,
-            commands::memory_budget,
-            commands::open_source,
-            commands::remove_document,
-            commands::switch_collection,
-            commands::set_models,
-            commands::installed_models,
-            commands::add_watched_folder,
-            commands::remove_watched_folder,
-            commands::history,
-            commands::clear_history,
-            commands::show_main_window,
-            commands::show_quick_ask,
-            commands::hide_quick_ask,
-            commands::key_status,
-            commands::lock,
-            commands::unlock,
-            commands::rotate_key,
-            commands::export_key,
-            commands::import_key,
-            commands::set_local_api,
-        ])
+        .invoke_handler({
+            macro_rules! handler {
+                ($($name:ident: $reply:ty),*) => {{
+                    // Each command answers what the list says (the UI's types are made from it).
+                    $(replies::answers::<$reply, _, _, _>(commands::$name);)*
+                    tauri::generate_handler![$(commands::$name),*]
+                }};
+            }
+            for_each_command!(handler)
+        })
         .setup(move |app| {
             app.manage(AppState::new(home));
             if let Err(e) = windows::install_tray(app.handle()) {
@@ -79,7 +64,15 @@ fn main() {
             }
         })
         .on_window_event(|window, event| match event {
+            // The window shows where files may be dropped while they are dragged over it.
+            WindowEvent::DragDrop(DragDropEvent::Enter { .. }) => {
+                let _ = window.emit(ipc::EVENT_DRAGGING, true);
+            }
+            WindowEvent::DragDrop(DragDropEvent::Leave) => {
+                let _ = window.emit(ipc::EVENT_DRAGGING, false);
+            }
             WindowEvent::DragDrop(DragDropEvent::Drop { paths, .. }) => {
+                let _ = window.emit(ipc::EVENT_DRAGGING, false);
                 let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
                 let _ = window.emit(ipc::EVENT_FILES_DROPPED, paths);
             }

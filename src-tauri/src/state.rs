@@ -10,9 +10,6 @@ use tokio::sync::RwLock;
 
 use crate::settings::Settings;
 
-/// The answer's length limit.
-const MAX_ANSWER_TOKENS: usize = 512;
-
 pub enum EngineSlot {
     Opening,
     Ready(Arc<Engine>),
@@ -41,6 +38,8 @@ pub struct AppState {
     /// Ingestions run one at a time; later ones wait their turn.
     pub ingest_turn: tokio::sync::Mutex<()>,
     pub ingest_cancel: Mutex<Option<Cancel>>,
+    /// Held while models are fetched: one fetch at a time.
+    pub fetch_turn: tokio::sync::Mutex<()>,
     pub answer_cancel: Mutex<Option<Cancel>>,
     /// Set when the main window's page has loaded; the answer model loads after it, so the
     /// window comes up first and the memory measured before the load has settled.
@@ -69,6 +68,7 @@ impl AppState {
             engine: RwLock::new(EngineSlot::Opening),
             ingest_turn: tokio::sync::Mutex::new(()),
             ingest_cancel: Mutex::new(None),
+            fetch_turn: Default::default(),
             answer_cancel: Mutex::new(None),
             main_page_loaded: tokio::sync::Notify::new(),
             watch_control: Mutex::new(None),
@@ -104,7 +104,6 @@ impl AppState {
             // A draft model only when the user picked one: by default the decoder drafts from
             // the grammar and the passages, which measured faster on the CPU (ARCHITECTURE.md).
             draft_path: settings.draft_model.as_ref().map(PathBuf::from),
-            max_answer_tokens: MAX_ANSWER_TOKENS,
             loader: Some(quire_engine::Isolation::current_exe()?),
             ..EngineConfig::new(
                 collection_dir(&self.home, &settings.collection)?,

@@ -77,8 +77,8 @@ describe("answer view", () => {
     const passage = "Intro <b>not bold</b> then the rigorous Smith-Waterman search.";
     const quote = "rigorous Smith-Waterman search";
     const start = passage.indexOf(quote);
-    const chunks: string[] = [];
-    renderSources(list, citedPlaces([citation(1, quote, passage, [start, start + quote.length], 12)]), (id) => chunks.push(id));
+    const opened: [string, number | null][] = [];
+    renderSources(list, citedPlaces([citation(1, quote, passage, [start, start + quote.length], 12)]), (id, page) => opened.push([id, page]));
     const item = list.querySelector("li.source")!;
     expect(item.getAttribute("data-page")).toBe("12");
     expect(item.querySelector(".source-doc")!.textContent).toBe("guide1.pdf, p. 12");
@@ -86,7 +86,8 @@ describe("answer view", () => {
     expect(item.querySelector("b")).toBeNull();
     expect(item.querySelector(".passage")!.textContent).toBe(passage);
     item.querySelector("button")!.click();
-    expect(chunks).toEqual(["doc:1"]);
+    // "Open document" asks for the cited page.
+    expect(opened).toEqual([["doc:1", 12]]);
   });
 
   it("says when a quote is not in the passage word for word", () => {

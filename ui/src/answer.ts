@@ -155,7 +155,7 @@ export function answerPlaces(citations: Citation[], sources: Source[]): Cited[] 
   return [...cited, ...read].sort((a, b) => a.number - b.number);
 }
 
-export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkId: string) => void): void {
+export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkId: string, page: number | null) => void): void {
   // Before the answer cites anything every passage is simply found; after, the others were read.
   const answered = cited.some((c) => c.cited);
   list.replaceChildren(
@@ -171,7 +171,7 @@ export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkI
         });
       }
       const open = el("button", { className: "small", text: "Open document", attrs: { type: "button" } });
-      open.addEventListener("click", () => onOpen(c.chunkId));
+      open.addEventListener("click", () => onOpen(c.chunkId, c.page));
       const li = el(
         "li",
         { className: "source", attrs: { id: `source-${c.number}`, "data-page": c.page == null ? "" : String(c.page), "data-cited": String(c.cited) } },

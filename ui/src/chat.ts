@@ -19,7 +19,18 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
   const sourceList = byId("source-list");
   const sourcesEmpty = document.getElementById("sources-empty");
 
-  const open = (chunkId: string) => api.openSource(chunkId).catch((e) => alert(errorText(e)));
+  // What opening a document did (or why it could not), said beside the passages, not in a
+  // dialog: the passage itself is always here to read.
+  const openStatus = document.getElementById("open-status");
+  const open = (chunkId: string, page: number | null) => {
+    const say = (text: string, error: boolean) => {
+      if (!openStatus) return;
+      openStatus.textContent = text;
+      openStatus.className = error ? "error" : "muted";
+      openStatus.hidden = false;
+    };
+    api.openSource(chunkId, page).then((how) => say(how, false), (e) => say(errorText(e), true));
+  };
   // The answer whose passages the pane shows (none while a new answer's are only found).
   let shownFor: ExchangeView | null = null;
   const showPassagesOf = (view: ExchangeView | null) => {
@@ -28,6 +39,7 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
     view?.showing(true);
     if (view) {
       renderSources(sourceList, view.places, open);
+      if (openStatus) openStatus.hidden = true;
       sourceList.setAttribute("data-state", "cited");
       if (sourcesEmpty) sourcesEmpty.hidden = view.places.length > 0;
     }
@@ -84,6 +96,7 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
         if (e.type === "retrieved") {
           showPassagesOf(null);
           renderSources(sourceList, retrievedPlaces(e.sources), open);
+          if (openStatus) openStatus.hidden = true;
           sourceList.setAttribute("data-state", "retrieved");
           if (sourcesEmpty) sourcesEmpty.hidden = e.sources.length > 0;
         }

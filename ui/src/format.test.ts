@@ -1,4 +1,4 @@
-import { fileName, formatBytes, formatDuration, location, newPassphraseProblem, splitByteRange } from "./format";
+import { fileName, formatBytes, formatDuration, formatTimeLeft, location, newPassphraseProblem, splitByteRange } from "./format";
 
 describe("format", () => {
   it("takes a new passphrase only when long enough and typed the same twice", () => {
@@ -15,6 +15,15 @@ describe("format", () => {
     expect(formatBytes(1_090_000_000)).toBe("1.1 GB");
     expect(formatBytes(250_000_000)).toBe("250 MB");
     expect(formatBytes(-1)).toBe("–");
+  });
+
+  it("says the time left coarsely", () => {
+    expect(formatTimeLeft(4)).toBe("a few seconds left");
+    expect(formatTimeLeft(23)).toBe("about 25 s left");
+    expect(formatTimeLeft(75)).toBe("about 1 min left");
+    expect(formatTimeLeft(130)).toBe("about 2 min left");
+    expect(formatTimeLeft(7300)).toBe("about 2 h 0 min left");
+    expect(formatTimeLeft(Number.NaN)).toBe("–");
   });
 
   it("prints durations", () => {

@@ -21,6 +21,15 @@ export function formatDuration(seconds: number): string {
   return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
 
+/// Time left as a person would say it: coarse, so an estimate does not flicker.
+export function formatTimeLeft(seconds: number): string {
+  if (!Number.isFinite(seconds) || seconds < 0) return "–";
+  if (seconds < 10) return "a few seconds left";
+  if (seconds < 60) return `about ${Math.round(seconds / 5) * 5} s left`;
+  if (seconds < 3600) return `about ${Math.round(seconds / 60)} min left`;
+  return `about ${formatDuration(Math.round(seconds / 600) * 600)} left`;
+}
+
 export function fileName(path: string): string {
   const parts = path.split(/[\\/]/);
   return parts[parts.length - 1] || path;

@@ -30,6 +30,33 @@ describe("IngestTracker", () => {
     expect(t.etaSeconds()).toBeNull();
   });
 
+  it("runs the time left down steadily when files go at different rates", () => {
+    let now = 0;
+    const t = new IngestTracker(() => now);
+    t.apply({ type: "ingest_started", files: [{ path: "/big.pdf", bytes: 1000 }, { path: "/small.md", bytes: 1000 }] });
+    t.apply({ type: "file_started", path: "/big.pdf" });
+    // Nothing to go by in the first seconds.
+    now = 3_000;
+    t.apply({ type: "file_progress", path: "/big.pdf", stage: "embedding", done: 1, total: 10 });
+    expect(t.etaSeconds()).toBeNull();
+    expect(t.current()).toEqual({ path: "/big.pdf", stage: "embedding 1/10" });
+    // Slow at first (5 % in 5 s: 95 s left at that rate), then fast: the rate so far swings
+    // from 95 s left to a few seconds, the estimate shown moves a step at a time.
+    now = 5_000;
+    const first = t.etaSeconds()!;
+    expect(first).toBeCloseTo(95, 5);
+    let last = first;
+    for (let s = 6; s <= 12; s++) {
+      now = s * 1000;
+      t.apply({ type: "file_progress", path: "/big.pdf", stage: "embedding", done: Math.min(10, s - 4), total: 10 });
+      const eta = t.etaSeconds()!;
+      const atRate = (s * (1 - t.progress())) / t.progress();
+      expect(eta).toBeLessThan(last); // always down, never back up
+      expect(eta).toBeGreaterThan(atRate); // and not all the way to the new rate's at once
+      last = eta;
+    }
+  });
+
   it("shows reused chunks and removed files", () => {
     const t = new IngestTracker(() => 0);
     t.apply({ type: "ingest_started", files: [{ path: "/renamed.md", bytes: 10 }] });

@@ -23,6 +23,9 @@ export class IngestTracker {
   finished = false;
   summary = "";
   chunksPerSecond: number | null = null;
+  /// The estimate last shown, and when: the next one starts from it, counted down.
+  private shownEta: number | null = null;
+  private shownAt = 0;
 
   constructor(private now: () => number = () => Date.now()) {}
 
@@ -34,6 +37,7 @@ export class IngestTracker {
         this.finished = false;
         this.summary = "";
         this.chunksPerSecond = null;
+        this.shownEta = null;
         break;
       case "ingest_progress":
         if (e.chunks_embedded > 0) this.chunksPerSecond = e.chunks_per_s;
@@ -87,12 +91,30 @@ export class IngestTracker {
     return total === 0 ? 0 : done / total;
   }
 
-  /// Seconds left at the rate so far; null until there is a rate to go by.
+  /// Seconds left at the rate so far; null until there is a rate to go by (2 % done, 5 s in).
+  /// Files differ (a PDF is read slowly, then its chunks embed fast), so the rate so far swings:
+  /// each estimate moves the last one, counted down since it was shown, a quarter of the way to
+  /// the new rate's, so the time left runs down steadily instead of jumping.
   etaSeconds(): number | null {
     const p = this.progress();
-    const elapsed = (this.now() - this.startedAt) / 1000;
-    if (this.finished || p <= 0.01 || elapsed <= 0) return null;
-    return (elapsed * (1 - p)) / p;
+    const now = this.now();
+    const elapsed = (now - this.startedAt) / 1000;
+    if (this.finished || p < 0.02 || elapsed < 5) return null;
+    const atRate = (elapsed * (1 - p)) / p;
+    if (this.shownEta == null) {
+      this.shownEta = atRate;
+    } else {
+      const countedDown = Math.max(0, this.shownEta - (now - this.shownAt) / 1000);
+      this.shownEta = countedDown + 0.25 * (atRate - countedDown);
+    }
+    this.shownAt = now;
+    return this.shownEta;
+  }
+
+  /// The file being worked on and what is being done to it, if any.
+  current(): { path: string; stage: string } | null {
+    for (const f of this.files.values()) if (f.state.kind === "working") return { path: f.path, stage: describe(f.state) };
+    return null;
   }
 
   counts(): { done: number; total: number } {

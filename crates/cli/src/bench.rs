@@ -20,6 +20,8 @@ use quire_embed::Embedder;
 use quire_engine::SearchMode;
 use quire_index::{AnnParams, ChunkRecord, DocumentRecord, KnowledgeBase, SearchHit};
 use quire_ingest::Chunker;
+
+use crate::bench_inputs::{cpu_name, default_docs, sample_chunks};
 use quire_llm::{GenerationRequest, Llm};
 
 #[derive(Args)]
@@ -414,24 +416,6 @@ async fn search_figures(kb: &KnowledgeBase, queries: &[String], qvecs: &[Vec<f32
     Ok(())
 }
 
-/// The chunks ingestion makes of the documents under `docs`, with the file each came from.
-pub(crate) fn sample_chunks(docs: &std::path::Path, chunker: &Chunker) -> Result<Vec<(PathBuf, quire_ingest::Chunk)>> {
-    let (files, _) = quire_engine::discover_files(&[docs.to_path_buf()], false);
-    let mut chunks = Vec::new();
-    for f in &files {
-        if let Ok(doc) = quire_ingest::load_file(f) {
-            chunks.extend(chunker.chunk(&doc).into_iter().map(|c| (f.clone(), c)));
-        }
-    }
-    anyhow::ensure!(!chunks.is_empty(), "no chunks from {}", docs.display());
-    Ok(chunks)
-}
-
-pub(crate) fn default_docs() -> Result<PathBuf> {
-    let candidates = [PathBuf::from("../shared/sample-docs"), PathBuf::from("shared/sample-docs")];
-    candidates.into_iter().find(|p| p.is_dir()).context("no sample documents found: pass --docs <folder>")
-}
-
 fn tempfile_dir() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("quire-bench-{}", std::process::id()));
     if dir.exists() {
@@ -447,17 +431,6 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-pub(crate) fn cpu_name() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
 }
 
 /// A tiny deterministic generator: the benchmark's table is the same on every run.

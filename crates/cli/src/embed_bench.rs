@@ -46,14 +46,14 @@ struct Reference {
 pub fn run(args: EmbedArgs) -> Result<()> {
     let docs = match &args.docs {
         Some(d) => d.clone(),
-        None => crate::bench::default_docs()?,
+        None => crate::bench_inputs::default_docs()?,
     };
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    println!("machine: {threads} cores, {}; {}", crate::bench::cpu_name(), cpu_flags());
+    println!("machine: {threads} cores, {}; {}", crate::bench_inputs::cpu_name(), cpu_flags());
     let model_dir = quire_models::MINILM.location()?;
     let embedder = Embedder::load_with(&model_dir, ForwardPass::FusedInt8)?;
     let chunker = Chunker::new(embedder.tokenizer())?;
-    let chunks = crate::bench::sample_chunks(&docs, &chunker)?;
+    let chunks = crate::bench_inputs::sample_chunks(&docs, &chunker)?;
     let texts: Vec<&str> =
         chunks.iter().filter(|(_, c)| c.tokens >= 400).map(|(_, c)| c.text.as_str()).take(args.chunks).collect();
     anyhow::ensure!(texts.len() >= 16, "only {} full-size chunks under {}", texts.len(), docs.display());

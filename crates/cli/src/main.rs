@@ -2,6 +2,7 @@
 //! bench, eval, key).
 
 mod bench;
+mod bench_inputs;
 mod embed_bench;
 mod eval;
 mod speculative;

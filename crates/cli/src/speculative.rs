@@ -138,7 +138,7 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
         args.modes.iter().map(|m| Ok((m.clone(), mode(m, config.draft_path.is_some())?))).collect::<Result<_>>()?;
     let docs = match &args.docs {
         Some(d) => d.clone(),
-        None => crate::bench::default_docs()?,
+        None => crate::bench_inputs::default_docs()?,
     };
     let asked: Vec<_> = cases.into_iter().take(args.limit).collect();
     println!(

@@ -54,12 +54,12 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     config.focus_tokens = (args.focus_tokens > 0).then_some(args.focus_tokens);
     let docs = match &args.docs {
         Some(d) => d.clone(),
-        None => crate::bench::default_docs()?,
+        None => crate::bench_inputs::default_docs()?,
     };
     println!(
         "machine: {} cores, {}, {} kernels; model {}",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        crate::bench::cpu_name(),
+        crate::bench_inputs::cpu_name(),
         quire_llm::decoder::kernel_name(),
         config.llm_path.display()
     );

@@ -3,10 +3,13 @@
 //! the retrieved sources, the extractor that streams the answer text out of the JSON as it is
 //! generated, and the parser that turns the finished JSON into cited passages.
 
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use quire_index::SearchHit;
+
+use crate::{find_quote, Citation, Source};
 
 pub const SYSTEM_PROMPT: &str = "You are Quire, an assistant that answers questions using only the \
 numbered sources the user gives you. Reply with JSON: \"answer\" is a short, direct answer taken \
@@ -161,6 +164,55 @@ pub fn better_support(
         }
     }
     best.map(|(_, i, sentence)| (i, sentence))
+}
+
+/// The citations of a finished answer as passages: each one's source, the quote found in it (a
+/// quote that is word for word in another retrieved passage cites that one; a right answer with
+/// an unrelated quote cites the sentence that says it) and where it stands in the passage.
+/// `terms` is the index's blind-term analyser.
+pub(crate) fn cite(
+    raw: &RawAnswer,
+    question: &str,
+    sources: &[Source],
+    hits: &[SearchHit],
+    terms: impl Fn(&str) -> String,
+) -> Result<Vec<Citation>> {
+    raw.citations
+        .iter()
+        .map(|c| {
+            // The schema allows only 1..=sources.len(); a number outside it is a bug upstream.
+            let source = sources
+                .get(c.chunk.wrapping_sub(1))
+                .with_context(|| format!("the answer cites source {} which was not retrieved", c.chunk))?;
+            // The quote decides which passage is cited: small models copy a passage well
+            // but often write the wrong number beside it. A quote that is not in the source
+            // it names but is word for word in another retrieved one cites that one.
+            let (source, quote_range) = match find_quote(&source.text, &c.quote) {
+                Some(range) => (source, Some(range)),
+                None => sources
+                    .iter()
+                    .find_map(|s| find_quote(&s.text, &c.quote).map(|r| (s, Some(r))))
+                    .unwrap_or((source, None)),
+            };
+            // A right answer with an unrelated quote: cite the sentence that says it.
+            let (source, quote, quote_range) = match better_support(question, &raw.answer, &c.quote, hits, &terms) {
+                Some((i, sentence)) => {
+                    let range = find_quote(&sources[i].text, &sentence);
+                    (&sources[i], sentence, range)
+                }
+                None => (source, c.quote.clone(), quote_range),
+            };
+            Ok(Citation {
+                number: source.number,
+                chunk_id: source.chunk_id.clone(),
+                path: source.path.clone(),
+                page: source.page,
+                quote,
+                quote_range,
+                passage: source.text.clone(),
+            })
+        })
+        .collect()
 }
 
 /// The passages a citation may quote from `text`: its sentences with whitespace collapsed, a

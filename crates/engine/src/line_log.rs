@@ -26,7 +26,15 @@ impl LineLog {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        quire_index::lock_file(&self.path.with_extension("lock")).map(Locked)
+        let path = self.path.with_extension("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        file.lock().with_context(|| format!("cannot lock {}", path.display()))?;
+        Ok(Locked(file))
     }
 
     /// The whole log; empty when there is none yet.

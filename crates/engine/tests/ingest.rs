@@ -220,7 +220,7 @@ async fn answers_stream_in_pieces_and_cite_only_retrieved_chunks() {
         engine.ask("Which crate watches the file system for changes?", &mut |_| {}, &Cancel::new()).await.unwrap();
     assert_eq!(again.stats.prompt_reused_tokens + 1, again.stats.prompt_tokens, "{:?}", again.stats);
     assert_eq!((again.text.as_str(), again.raw.as_str()), (answer.text.as_str(), answer.raw.as_str()));
-    let budget = engine.memory_budget(None, 3000).unwrap();
+    let budget = engine.memory_budget(None).unwrap();
     let target = budget.models.iter().find(|m| m.role == "target").unwrap();
     assert_eq!(target.kept_prompt_tokens as usize, again.stats.prompt_tokens - 1);
     assert!(target.kept_prompt_bytes > 0, "{target:?}");
@@ -465,6 +465,13 @@ async fn a_follow_up_is_searched_and_answered_in_its_conversation() {
         .unwrap();
     assert_eq!(found.first().map(String::as_str), Some("keyring-README.md"), "{found:?}");
     assert_eq!(followed.question, follow_up);
+    // The engine keeps the history itself (the app, the CLI and the local API alike): both
+    // exchanges, in order, with the passages each answer was written from.
+    let kept = engine.history().load().unwrap();
+    let asked: Vec<&str> = kept.iter().map(|e| e.question.as_str()).collect();
+    assert_eq!(asked, [first, follow_up]);
+    assert_eq!(kept[1].answer, followed.text);
+    assert_eq!(kept[1].sources, followed.sources);
 
     let hits = engine.retrieve(&quire_engine::conversation::search_text(&earlier, follow_up)).await.unwrap();
     let prompt = engine.answer_request_following(&earlier, follow_up, &hits).user;

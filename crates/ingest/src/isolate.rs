@@ -12,12 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::loaders::{load_file, LoadError, LoadedDocument};
-
-/// Set (to the file's path) in the environment of a loader child process.
-pub const WORKER_ENV: &str = "QUIRE_LOADER_WORKER";
-/// The child's memory limit in MB, passed through the environment.
-const MEMORY_ENV: &str = "QUIRE_LOADER_MEMORY_MB";
+use crate::limits::{MEMORY_ENV, WORKER_ENV};
+use crate::loaders::{load_file, LoadedDocument};
+use crate::LoadError;
 
 /// How a file is loaded out of process.
 #[derive(Debug, Clone)]
@@ -46,14 +43,6 @@ impl Isolation {
 enum WorkerReply {
     Loaded(LoadedDocument),
     Failed(String),
-}
-
-/// What a loader may allocate, in words: the child's allowance, or the machine's memory.
-pub(crate) fn allowance() -> String {
-    match std::env::var(MEMORY_ENV).ok().filter(|_| std::env::var_os(WORKER_ENV).is_some()) {
-        Some(mb) => format!("the {mb} MB allowed"),
-        None => "the memory available".into(),
-    }
 }
 
 /// In a loader child process: loads the file, prints the result and exits. Elsewhere: returns.

@@ -3,16 +3,20 @@
 //! model's tokenizer, so chunk sizes are counted in the tokens the embedder will see.
 
 mod chunker;
+mod error;
 pub mod isolate;
+mod limits;
 mod loaders;
 mod office;
 
 pub use chunker::{Chunk, Chunker, CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS, MAX_CHUNK_BYTES};
+pub use error::LoadError;
+pub use limits::{MAX_ARCHIVE_TEXT_BYTES, MAX_ENTRY_BYTES, MAX_FILE_BYTES};
 pub use loaders::{
-    content_hash, decode_text, html_to_text, is_editor_temporary, is_supported, load_bytes, load_file, read_file,
-    special_file_kind, DocKind, LoadError, LoadedDocument, Page, MAX_FILE_BYTES,
+    content_hash, decode_text, is_editor_temporary, is_supported, load_bytes, load_file, read_file, special_file_kind,
+    DocKind, LoadedDocument, Page,
 };
-pub use office::{docx_text, epub_text, MAX_ARCHIVE_TEXT_BYTES, MAX_ENTRY_BYTES};
+pub use office::{docx_text, epub_text, html_to_text};
 
 /// The PDF parser panics on some malformed files; the loaders catch those panics and report them
 /// per file (or per page), so the default hook's backtrace would only alarm. A front end calls

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Files above this size are refused before they are read (the ingestion must stay bounded).
-pub const MAX_FILE_BYTES: u64 = 128 * 1024 * 1024;
+use crate::limits::MAX_FILE_BYTES;
+use crate::office::html_to_text;
+use crate::LoadError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -93,46 +94,6 @@ pub struct LoadedDocument {
     pub pages: Vec<Page>,
     /// Pages whose text could not be extracted (left empty; the rest of the document is kept).
     pub unreadable_pages: Vec<u32>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("unsupported file type (Quire reads .pdf, .md, .markdown, .txt, .text, .html, .htm, .docx, .epub)")]
-    Unsupported,
-    #[error("cannot read the file: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("the file is empty")]
-    Empty,
-    #[error("the file is {0} bytes, over the {MAX_FILE_BYTES}-byte limit")]
-    TooLarge(u64),
-    #[error("this is a binary file, not text")]
-    Binary,
-    #[error("not a regular file ({0}); not read")]
-    NotRegular(&'static str),
-    /// In plain words first; the reader's own words after, for whoever looks further.
-    #[error("the PDF is damaged or incomplete and cannot be read (the PDF reader says: {0})")]
-    Pdf(String),
-    #[error("the PDF is encrypted with a password")]
-    Encrypted,
-    #[error("the PDF has no extractable text (scanned images need OCR, which Quire does not do yet)")]
-    NoText,
-    #[error("the {kind} file is damaged or not a real {kind} file (the reader says: {reason})")]
-    Archive { kind: &'static str, reason: String },
-    #[error("the {kind} file is password-protected or encrypted")]
-    ArchiveEncrypted { kind: &'static str },
-    #[error("{part} inside the file expands to more than {limit} bytes (a zip bomb?)")]
-    ExpandsTooFar { part: String, limit: u64 },
-    #[error("not readable HTML: {0}")]
-    Html(String),
-    #[error("reading took longer than {0} s: the file was skipped (a parser stuck on it?)")]
-    TimedOut(f64),
-    #[error("reading it needed more than {0}: the file was skipped")]
-    OutOfMemory(String),
-    #[error("the reader crashed on this file: {0}")]
-    Crashed(String),
-    /// A failure reported by a loader child process, in its words.
-    #[error("{0}")]
-    Worker(String),
 }
 
 pub fn content_hash(bytes: &[u8]) -> String {
@@ -242,15 +203,6 @@ pub fn decode_text(bytes: &[u8]) -> Result<String, LoadError> {
         Ok(text) => Ok(text.to_owned()),
         Err(_) => Ok(encoding_rs::WINDOWS_1252.decode_without_bom_handling(bytes).0.into_owned()),
     }
-}
-
-/// The readable text of an HTML page: block structure kept as line breaks, no wrapping (the
-/// chunker decides where lines go), links and images reduced to their text.
-pub fn html_to_text(html: &str) -> Result<String, LoadError> {
-    const NO_WRAP: usize = 100_000;
-    html2text::config::with_decorator(html2text::render::TrivialDecorator::new())
-        .string_from_read(html.as_bytes(), NO_WRAP)
-        .map_err(|e| LoadError::Html(e.to_string()))
 }
 
 /// UTF-16 text with no byte-order mark, told by where its zero bytes are: text in Latin, Greek,

@@ -12,12 +12,8 @@ use quick_xml::events::Event;
 use quick_xml::Reader;
 use zip::{CompressionMethod, ZipArchive};
 
-use crate::loaders::{html_to_text, LoadError};
-
-/// The most one archive entry may inflate to.
-pub const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
-/// The most all the entries read from one archive may inflate to together.
-pub const MAX_ARCHIVE_TEXT_BYTES: u64 = 256 * 1024 * 1024;
+use crate::limits::{MAX_ARCHIVE_TEXT_BYTES, MAX_ENTRY_BYTES};
+use crate::LoadError;
 
 struct Archive<'a> {
     kind: &'static str,
@@ -60,7 +56,7 @@ impl<'a> Archive<'a> {
             return Err(broken(format!("{name} uses a compression method Quire does not read ({method:?})")));
         };
         read.map_err(|e| match e.kind() {
-            std::io::ErrorKind::OutOfMemory => LoadError::OutOfMemory(crate::isolate::allowance()),
+            std::io::ErrorKind::OutOfMemory => LoadError::OutOfMemory(crate::limits::allowance()),
             _ => broken(format!("{name}: {e}")),
         })?;
         if out.len() as u64 > limit {
@@ -214,6 +210,15 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The readable text of an HTML page: block structure kept as line breaks, no wrapping (the
+/// chunker decides where lines go), links and images reduced to their text.
+pub fn html_to_text(html: &str) -> Result<String, LoadError> {
+    const NO_WRAP: usize = 100_000;
+    html2text::config::with_decorator(html2text::render::TrivialDecorator::new())
+        .string_from_read(html.as_bytes(), NO_WRAP)
+        .map_err(|e| LoadError::Html(e.to_string()))
 }
 
 #[cfg(test)]

@@ -12,7 +12,11 @@ model_preloading: boolean,
 /**
  * What is missing or wrong, in plain words, with what to do about it.
  */
-problems: Array<string>, watched_folders: Array<string>, ingesting: boolean, 
+problems: Array<string>, 
+/**
+ * Known models the settings use that are not installed (`fetch_models` gets them).
+ */
+missing_models: Array<string>, watched_folders: Array<string>, ingesting: boolean, 
 /**
  * The local API's port when it is on.
  */

@@ -1,0 +1,125 @@
+//! Where a collection lives and what an engine is opened with: the models, the passages shown
+//! per question, the loader's isolation, the key's source.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::{ForwardPass, Isolation, KeyAccess};
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Folder the knowledge base is stored in.
+    pub data_dir: PathBuf,
+    /// Folder of the BERT embedding model.
+    pub embedder_dir: PathBuf,
+    /// GGUF file of the answer model.
+    pub llm_path: PathBuf,
+    /// GGUF file of the draft model for speculative decoding (same tokenizer as the answer
+    /// model); `None` drafts from the grammar and the retrieved passages only.
+    pub draft_path: Option<PathBuf>,
+    /// Passages retrieved and shown to the model for each question.
+    pub top_k: usize,
+    /// Show the model only the sentences of each passage that bear on the question, this many
+    /// answer-model tokens per passage on average (`context`); `None` shows whole passages.
+    /// `DEFAULT_FOCUS_TOKENS` in the app and the CLI.
+    pub focus_tokens: Option<usize>,
+    pub max_answer_tokens: usize,
+    /// Load PDF, DOCX and EPUB files in a child process with these limits (`None`: in this
+    /// process, where a parser that loops or exhausts memory takes the process with it).
+    pub loader: Option<Isolation>,
+    /// Where the collection's encryption key comes from (`KeyAccess::from_env`: the OS
+    /// keychain, or `QUIRE_PASSPHRASE`).
+    pub keys: KeyAccess,
+    /// Follow links inside an ingested folder that lead out of it (off: such links are skipped
+    /// and reported).
+    pub follow_links: bool,
+    /// The embedder's forward pass (`ForwardPass::from_env`: int8 where the CPU has VNNI).
+    pub embedder_pass: ForwardPass,
+    /// Read, parse and chunk the next file while this one is embedded (off: one file after
+    /// the other, as before; kept for `quire bench ingest --before`).
+    pub read_ahead: bool,
+}
+
+/// Passages shown to the model per question. Three, not five: on the sample documents' question
+/// set a gold page is among the top 3 for 95.5 % of questions (97.7 % at 5), and each passage
+/// costs ~25 s of prompt processing on a 2-core CPU (BENCHMARKS.md, answer evaluation).
+pub const DEFAULT_TOP_K: usize = 3;
+/// Answer-model tokens shown of each passage on average (`EngineConfig::focus_tokens`). On the
+/// 44-question answer evaluation, against whole passages: gold-page citations 88.6 % (84.1),
+/// gold answers' words 76.7 % (76.0), parse and quotes 100 %, the prompt about half as long
+/// (BENCHMARKS.md).
+pub const DEFAULT_FOCUS_TOKENS: usize = 200;
+
+/// The longest answer, in answer-model tokens, the app and the CLI allow.
+pub const DEFAULT_MAX_ANSWER_TOKENS: usize = 512;
+
+/// The collection the CLI uses and the app opens first.
+pub const DEFAULT_COLLECTION: &str = "default";
+
+/// The folder a collection is stored in: the default one in `<home>/index`, others in
+/// `<home>/collections/<name>`. Names are letters, digits, spaces, `-` and `_` (no paths).
+pub fn collection_dir(home: &Path, name: &str) -> Result<PathBuf> {
+    let valid = !name.trim().is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == ' ');
+    anyhow::ensure!(valid, "\"{name}\" is not a collection name: use letters, digits, spaces, - and _ (at most 64)");
+    Ok(if name == DEFAULT_COLLECTION { home.join("index") } else { home.join("collections").join(name) })
+}
+
+/// The collections that exist under `home` (the default one always).
+pub fn collections(home: &Path) -> Vec<String> {
+    let mut names = vec![DEFAULT_COLLECTION.to_string()];
+    if let Ok(entries) = std::fs::read_dir(home.join("collections")) {
+        let mut others: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != DEFAULT_COLLECTION)
+            .collect();
+        others.sort();
+        names.extend(others);
+    }
+    names
+}
+
+impl EngineConfig {
+    /// A collection in `data_dir` with these models and keys, everything else as the app and
+    /// the CLI have it, except that files are loaded in this process (`loader: None`).
+    pub fn new(data_dir: PathBuf, embedder_dir: PathBuf, llm_path: PathBuf, keys: KeyAccess) -> EngineConfig {
+        EngineConfig {
+            data_dir,
+            embedder_dir,
+            llm_path,
+            draft_path: None,
+            top_k: DEFAULT_TOP_K,
+            focus_tokens: Some(DEFAULT_FOCUS_TOKENS),
+            max_answer_tokens: DEFAULT_MAX_ANSWER_TOKENS,
+            loader: None,
+            keys,
+            follow_links: false,
+            embedder_pass: ForwardPass::from_env(),
+            read_ahead: true,
+        }
+    }
+
+    /// Answer-model tokens one question's context may hold, what the memory budget sizes the KV
+    /// cache for: `top_k` passages of at most ~800 tokens each (500 embedder tokens of ordinary
+    /// text), the instructions, the question and the earlier turns (~300), and the answer.
+    pub fn context_tokens(&self) -> u32 {
+        (self.top_k * 800 + 300 + self.max_answer_tokens) as u32
+    }
+
+    /// The default models and the knowledge base under Quire's home folder.
+    pub fn from_home() -> Result<EngineConfig> {
+        Ok(EngineConfig {
+            loader: Some(Isolation::current_exe()?),
+            ..EngineConfig::new(
+                collection_dir(&quire_models::quire_home()?, DEFAULT_COLLECTION)?,
+                quire_models::MINILM.location()?,
+                quire_models::QWEN_1_5B.location()?,
+                KeyAccess::from_env(),
+            )
+        })
+    }
+}

@@ -1,0 +1,116 @@
+//! The collection's key over its life: where it is kept, rotation and resealing, backups, and
+//! the refusal to make a new key for sealed data whose manifest is gone.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use quire_index::KnowledgeBase;
+
+use crate::{ingestion, write_private, Cancel, Engine, KeyInfo, Secret};
+
+impl Engine {
+    /// Where this collection's key is kept, and whether a rotation is under way.
+    pub fn key_info(&self) -> KeyInfo {
+        self.vault.lock().unwrap_or_else(|p| p.into_inner()).info()
+    }
+
+    /// Reseals what is not sealed under the current key (documents, the ingestion queue, the
+    /// history), then forgets the keys rotated away from, once the tables and logs show that
+    /// nothing is sealed under them any more (checked, not assumed: a rotation killed between a
+    /// document's new rows and the removal of its old chunks leaves chunk rows under the old
+    /// key, which are removed here first). Each document is committed on its own: an
+    /// interruption loses nothing, and the next call (or the next `open`) goes on.
+    /// `progress` gets (documents done, documents to do). Returns how many were resealed.
+    pub async fn reseal(&self, progress: &mut (dyn FnMut(usize, usize) + Send), cancel: &Cancel) -> Result<usize> {
+        /// Passes over the tables before giving up (another process still writing under the
+        /// old key); the rotation then goes on at the next start.
+        const PASSES: usize = 3;
+        let _writing = self.writing.lock().await;
+        let rotating = !self.key_info().rotating_from.is_empty();
+        let mut resealed = 0;
+        for _ in 0..PASSES {
+            let docs = self.kb.documents_to_reseal(rotating).await?;
+            if docs.is_empty() && !rotating {
+                return Ok(resealed);
+            }
+            for (i, doc) in docs.iter().enumerate() {
+                progress(i, docs.len());
+                if cancel.is_cancelled() {
+                    return Ok(resealed + i);
+                }
+                self.kb.reseal(doc).await.with_context(|| format!("cannot reseal {}", doc.path))?;
+            }
+            progress(docs.len(), docs.len());
+            resealed += docs.len();
+            // Chunks a crash left without their document: under the old key they would stop
+            // every search that finds them once the key is gone.
+            ingestion::remove_orphans(self).await?;
+            let protection = self.kb.protection();
+            self.jobs(|q| q.reseal(protection.clone()))?;
+            self.history().reseal(protection)?;
+            // Old table versions still hold what was sealed under the old key (or stored plain):
+            // compacted away and deleted.
+            self.kb.refresh_indexes().await?;
+            self.kb.optimize(std::time::Duration::ZERO).await?;
+            let left = self.kb.rows_under_other_keys().await?
+                + self.jobs(|q| q.lines_under_other_keys())?
+                + self.history().lines_under_other_keys()?;
+            if left == 0 {
+                self.vault.lock().unwrap_or_else(|p| p.into_inner()).finish_rotation()?;
+                return Ok(resealed);
+            }
+        }
+        anyhow::bail!(
+            "the key rotation could not finish: data is still being written under the old key (another Quire \
+             process?); the old key is kept and the rotation goes on at the next start"
+        )
+    }
+
+    /// Replaces the collection's key: a new key is made and stored where the old one is, new
+    /// writes use it at once, and everything is resealed under it (`reseal`). Interrupted, the
+    /// rotation goes on at the next `reseal` or `open`; the old key is kept until it is done.
+    pub async fn rotate_key(&self, progress: &mut (dyn FnMut(usize, usize) + Send), cancel: &Cancel) -> Result<usize> {
+        {
+            let _writing = self.writing.lock().await;
+            let keys = self.config.keys.clone();
+            let protection = self.vault.lock().unwrap_or_else(|p| p.into_inner()).rotate(&keys)?;
+            self.kb.set_protection(protection);
+        }
+        self.reseal(progress, cancel).await
+    }
+
+    /// Writes a backup of this collection's keys, sealed under `backup_passphrase`, to `file`
+    /// (JSON, to keep somewhere safe: with it, `Vault::import` restores a lost keychain entry
+    /// or passphrase manifest), and records that the current key has one.
+    pub fn export_key(&self, backup_passphrase: &Secret, file: &Path) -> Result<()> {
+        let mut vault = self.vault.lock().unwrap_or_else(|p| p.into_inner());
+        let backup = vault.export(&self.config.keys, backup_passphrase)?;
+        write_private(file, backup.as_bytes()).with_context(|| format!("cannot write {}", file.display()))?;
+        vault.mark_backed_up()?;
+        Ok(())
+    }
+}
+
+/// A collection whose key manifest (`vault.json`) is gone but whose tables or logs hold sealed
+/// data must not get a new key: the new manifest would name a new collection, and the user's key
+/// backup (of the old one) would then be refused. Nothing is written; the error says how to
+/// restore the manifest.
+pub(crate) async fn refuse_sealed_data_without_manifest(dir: &Path) -> Result<()> {
+    if dir.join(quire_vault::store::MANIFEST).exists() {
+        return Ok(());
+    }
+    let sealed_log = ["ingest-queue.jsonl", "history.jsonl"].iter().any(|name| {
+        std::fs::read_to_string(dir.join(name))
+            .is_ok_and(|t| t.lines().any(|l| quire_vault::Protection::sealed_by(l).is_some()))
+    });
+    if sealed_log || KnowledgeBase::holds_sealed_data(dir).await? {
+        anyhow::bail!(
+            "the key manifest of this collection ({}) is missing, but the collection holds encrypted documents; \
+             nothing was changed. Restore it from your key backup: `quire key import BACKUP-FILE` (or Settings → \
+             Privacy → Import key), then open it again",
+            dir.join(quire_vault::store::MANIFEST).display()
+        );
+    }
+    Ok(())
+}

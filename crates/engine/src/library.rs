@@ -1,0 +1,118 @@
+//! The documents of a collection: ingesting, syncing with what is on disk, resuming what an
+//! interrupted ingestion left, removing, and the ingestion queue the engine keeps (`jobs`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::{ingestion, jobs, Cancel, DocumentRecord, Engine, Event, IngestReport, Job, JobState};
+
+impl Engine {
+    pub async fn documents(&self) -> Result<Vec<DocumentRecord>> {
+        self.kb.documents().await
+    }
+
+    /// Removes a document by its path; returns whether it was in the knowledge base.
+    pub async fn remove(&self, path: &Path) -> Result<bool> {
+        let doc_id = ingestion::document_id(&self.kb, &ingestion::canonical(path));
+        self.kb.remove_document(&doc_id).await
+    }
+
+    /// Works with the ingestion queue on disk.
+    pub(crate) fn jobs<T>(&self, f: impl FnOnce(&mut jobs::JobQueue) -> Result<T>) -> Result<T> {
+        let mut queue = self.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut queue)
+    }
+
+    /// Keeps removed documents' vectors for reuse, within a bound (about 30 MB of 384-d vectors).
+    pub(crate) fn keep_removed_vectors(&self, vectors: std::collections::HashMap<String, Vec<f32>>) {
+        const KEEP_AT_MOST: usize = 20_000;
+        let mut kept = self.removed_vectors.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() + vectors.len() > KEEP_AT_MOST {
+            kept.clear();
+        }
+        kept.extend(vectors);
+    }
+
+    pub(crate) fn removed_vector(&self, hash: &str) -> Option<Vec<f32>> {
+        self.removed_vectors.lock().unwrap_or_else(|p| p.into_inner()).get(hash).cloned()
+    }
+
+    /// The queue's view of every file it has seen: queued (work an interrupted ingestion left),
+    /// indexed, unchanged, removed, failed (with the reason) or cancelled.
+    pub fn job_list(&self) -> Vec<Job> {
+        self.jobs(|q| Ok(q.all().cloned().collect())).unwrap_or_default()
+    }
+
+    /// Files an earlier ingestion queued and did not finish (it was killed, or the machine stopped).
+    pub fn pending_files(&self) -> Vec<PathBuf> {
+        self.jobs(|q| Ok(q.pending())).unwrap_or_default()
+    }
+
+    /// Finishes what an interrupted ingestion left: the queued files, from where it stopped
+    /// (files already stored are not embedded again).
+    pub async fn resume(&self, on_event: &mut (dyn FnMut(Event) + Send), cancel: &Cancel) -> Result<IngestReport> {
+        let pending = self.pending_files();
+        let (present, gone): (Vec<PathBuf>, Vec<PathBuf>) = pending.into_iter().partition(|p| p.exists());
+        for p in &gone {
+            self.jobs(|q| q.finish(p, JobState::Failed, Some("the file is gone".into())))?;
+        }
+        if present.is_empty() {
+            return Ok(IngestReport::default());
+        }
+        self.ingest(&present, on_event, cancel).await
+    }
+
+    /// Brings the knowledge base in line with the files and folders at `paths` as they are on
+    /// disk now: those that exist are ingested (unchanged files skipped), documents at or under
+    /// those that are gone are removed. What the folder watcher calls with the paths it saw change.
+    pub async fn sync_paths(
+        &self,
+        paths: &[PathBuf],
+        on_event: &mut (dyn FnMut(Event) + Send),
+        cancel: &Cancel,
+    ) -> Result<IngestReport> {
+        let (present, gone): (Vec<PathBuf>, Vec<PathBuf>) = paths.iter().cloned().partition(|p| p.exists());
+        let present: Vec<PathBuf> =
+            present.into_iter().filter(|p| p.is_dir() || quire_ingest::is_supported(p)).collect();
+        let mut report =
+            if present.is_empty() { IngestReport::default() } else { self.ingest(&present, on_event, cancel).await? };
+        // Removals after additions: a renamed file's chunks are still there to be reused.
+        let gone: Vec<PathBuf> = gone.iter().map(|p| ingestion::canonical(p)).collect();
+        let docs = ingestion::gone_under(&self.kb.documents().await?, &gone);
+        if !docs.is_empty() {
+            ingestion::remove_gone(self, &docs, &mut report, on_event).await?;
+            self.kb.refresh_indexes().await?;
+            if present.is_empty() {
+                on_event(report.summary(false));
+            }
+        }
+        Ok(report)
+    }
+
+    /// Compacts the knowledge base's files and deletes old table versions (all of them with
+    /// `keep` zero); what `quire optimize` runs.
+    pub async fn optimize(&self, keep: std::time::Duration) -> Result<()> {
+        self.kb.refresh_indexes().await?;
+        self.kb.optimize(keep).await
+    }
+
+    /// Indexes files and folders; stops between files or embedding batches when `cancel` is set.
+    pub async fn ingest(
+        &self,
+        paths: &[PathBuf],
+        on_event: &mut (dyn FnMut(Event) + Send),
+        cancel: &Cancel,
+    ) -> Result<IngestReport> {
+        let _writing = self.writing.lock().await;
+        ingestion::ingest(self, paths, on_event, cancel).await
+    }
+
+    /// The stored document a chunk belongs to.
+    pub async fn document_of_chunk(&self, chunk_id: &str) -> Result<Option<DocumentRecord>> {
+        match quire_index::parse_chunk_id(chunk_id) {
+            Some((doc_id, _)) => self.kb.document(doc_id).await,
+            None => Ok(None),
+        }
+    }
+}

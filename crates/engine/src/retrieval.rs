@@ -1,0 +1,55 @@
+//! Finding passages: dense, BM25 and hybrid search over the knowledge base, and the reranker
+//! hook that reorders hybrid search's candidates before `top_k` are shown to the model.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use crate::{Engine, SearchHit, SearchMode};
+
+/// A second pass over the passages hybrid search found (a cross-encoder, say). It gets the
+/// question and `RERANK_CANDIDATES` candidates, best first, and returns them in its own order;
+/// the first `top_k` are shown to the model. None is installed by default: this is the hook.
+pub trait Rerank: Send + Sync {
+    fn rerank(&self, question: &str, candidates: Vec<SearchHit>) -> Result<Vec<SearchHit>>;
+}
+
+/// Candidates a reranker sees per question.
+pub const RERANK_CANDIDATES: usize = 20;
+
+impl Engine {
+    /// Installs (or, with `None`, removes) the reranker `retrieve` applies.
+    pub fn set_reranker(&self, reranker: Option<Arc<dyn Rerank>>) {
+        *self.reranker.write().unwrap_or_else(|e| e.into_inner()) = reranker;
+    }
+
+    /// The passages shown to the model for `question`: hybrid search, then the reranker if one
+    /// is installed, `top_k` of them.
+    pub async fn retrieve(&self, question: &str) -> Result<Vec<SearchHit>> {
+        let reranker = self.reranker.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(reranker) = reranker else {
+            return self.search(question, SearchMode::Hybrid, self.config.top_k).await;
+        };
+        let candidates = self.search(question, SearchMode::Hybrid, RERANK_CANDIDATES.max(self.config.top_k)).await?;
+        let q = question.to_owned();
+        let mut ranked = tokio::task::spawn_blocking(move || reranker.rerank(&q, candidates))
+            .await?
+            .context("the reranker failed")?;
+        ranked.truncate(self.config.top_k);
+        Ok(ranked)
+    }
+
+    pub async fn search(&self, query: &str, mode: SearchMode, limit: usize) -> Result<Vec<SearchHit>> {
+        match mode {
+            SearchMode::Dense => self.kb.search_dense(&self.embed_query(query).await?, limit, false).await,
+            SearchMode::Bm25 => self.kb.search_bm25(query, limit).await,
+            SearchMode::Hybrid => self.kb.search_hybrid(&self.embed_query(query).await?, query, limit).await,
+        }
+    }
+
+    async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+        let embedder = self.embedder.clone();
+        let q = query.to_owned();
+        tokio::task::spawn_blocking(move || embedder.embed_query(&q)).await?
+    }
+}

@@ -1,0 +1,187 @@
+//! Reading stored documents and chunks back: records, chunk identities, vectors to reuse.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result};
+use arrow_array::{Array, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, UInt32Array, UInt64Array};
+use futures::TryStreamExt;
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
+
+use crate::schema::{col, str_col};
+use crate::sealing::{hash_context, path_context, text_context};
+use crate::{doc_id_filter, sql_str, ChunkKey, ChunkRecord, DocumentRecord, KnowledgeBase};
+
+impl KnowledgeBase {
+    pub async fn document_by_path(&self, path: &str) -> Result<Option<DocumentRecord>> {
+        self.document(&self.document_id(path)).await
+    }
+
+    pub async fn document(&self, doc_id: &str) -> Result<Option<DocumentRecord>> {
+        let filter = format!("doc_id = {}", sql_str(doc_id));
+        Ok(self.query_documents(Some(filter)).await?.into_iter().next())
+    }
+
+    pub async fn documents(&self) -> Result<Vec<DocumentRecord>> {
+        let mut docs = self.query_documents(None).await?;
+        docs.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(docs)
+    }
+
+    pub(crate) async fn query_documents(&self, filter: Option<String>) -> Result<Vec<DocumentRecord>> {
+        let mut q = self.documents.query();
+        if let Some(f) = filter {
+            q = q.only_if(f);
+        }
+        let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
+        let mut out = Vec::new();
+        let protection = self.protection();
+        for b in &batches {
+            let s = |name: &str| str_col(b, name);
+            let (ids, paths, kinds, hashes) = (s("doc_id")?, s("path")?, s("kind")?, s("content_hash")?);
+            let bytes = col::<UInt64Array>(b, "bytes")?;
+            let pages = col::<UInt32Array>(b, "pages")?;
+            let chunks = col::<UInt32Array>(b, "chunks")?;
+            let at = col::<Int64Array>(b, "ingested_at_ms")?;
+            let modified = col::<Int64Array>(b, "modified_ms")?;
+            for i in 0..b.num_rows() {
+                let doc_id = ids.value(i);
+                out.push(DocumentRecord {
+                    doc_id: doc_id.into(),
+                    path: protection.open(&path_context(doc_id), paths.value(i))?,
+                    kind: kinds.value(i).into(),
+                    content_hash: protection.open(&hash_context(doc_id), hashes.value(i))?,
+                    bytes: bytes.value(i),
+                    pages: pages.value(i),
+                    chunks: chunks.value(i),
+                    ingested_at_ms: at.value(i),
+                    modified_ms: if modified.is_null(i) { 0 } else { modified.value(i) },
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// A document's chunks in full (text opened, vectors included), in order.
+    pub async fn chunk_records_of(&self, doc_id: &str) -> Result<Vec<ChunkRecord>> {
+        let batches: Vec<RecordBatch> = self
+            .chunks
+            .query()
+            .only_if(format!("doc_id = {}", sql_str(doc_id)))
+            .select(Select::columns(&[
+                "chunk_id",
+                "doc_id",
+                "seq",
+                "page",
+                "start",
+                "end",
+                "tokens",
+                "text",
+                "chunk_hash",
+                "vector",
+            ]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        let mut out = Vec::new();
+        let protection = self.protection();
+        for b in &batches {
+            let (ids, texts, hashes) = (str_col(b, "chunk_id")?, str_col(b, "text")?, str_col(b, "chunk_hash")?);
+            let seqs = col::<UInt32Array>(b, "seq")?;
+            let pages = col::<UInt32Array>(b, "page")?;
+            let starts = col::<UInt64Array>(b, "start")?;
+            let ends = col::<UInt64Array>(b, "end")?;
+            let tokens = col::<UInt32Array>(b, "tokens")?;
+            let vectors = col::<FixedSizeListArray>(b, "vector")?;
+            for i in 0..b.num_rows() {
+                let values = vectors.value(i);
+                let values = values.as_any().downcast_ref::<Float32Array>().context("vector values are not f32")?;
+                out.push(ChunkRecord {
+                    doc_id: doc_id.to_owned(),
+                    hash: hashes.value(i).into(),
+                    seq: seqs.value(i),
+                    page: (!pages.is_null(i)).then(|| pages.value(i)),
+                    start: starts.value(i),
+                    end: ends.value(i),
+                    tokens: tokens.value(i),
+                    text: protection.open(&text_context(ids.value(i)), texts.value(i))?,
+                    vector: values.values().to_vec(),
+                });
+            }
+        }
+        out.sort_by_key(|c| c.seq);
+        Ok(out)
+    }
+
+    /// Every stored chunk's id, document and text hash (no text, no vector).
+    pub async fn chunk_keys(&self) -> Result<Vec<ChunkKey>> {
+        let batches: Vec<RecordBatch> = self
+            .chunks
+            .query()
+            .select(Select::columns(&["chunk_id", "doc_id", "chunk_hash"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        let mut keys = Vec::new();
+        for b in &batches {
+            let (ids, docs, hashes) = (str_col(b, "chunk_id")?, str_col(b, "doc_id")?, str_col(b, "chunk_hash")?);
+            for i in 0..b.num_rows() {
+                keys.push(ChunkKey {
+                    chunk_id: ids.value(i).into(),
+                    doc_id: docs.value(i).into(),
+                    hash: hashes.value(i).into(),
+                });
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Stored vectors for the given chunk hashes (those that are stored; each once).
+    pub async fn vectors_by_hash(&self, hashes: &[&str]) -> Result<HashMap<String, Vec<f32>>> {
+        let mut found = HashMap::new();
+        for group in hashes.chunks(500) {
+            let list = group.iter().map(|h| sql_str(h)).collect::<Vec<_>>().join(", ");
+            self.collect_vectors(format!("chunk_hash IN ({list})"), &mut found).await?;
+        }
+        Ok(found)
+    }
+
+    /// The vectors of the given documents' chunks, by chunk hash.
+    pub async fn vectors_of_documents(&self, doc_ids: &[&str]) -> Result<HashMap<String, Vec<f32>>> {
+        let mut found = HashMap::new();
+        for group in doc_ids.chunks(500) {
+            self.collect_vectors(doc_id_filter(group), &mut found).await?;
+        }
+        Ok(found)
+    }
+
+    pub(crate) async fn collect_vectors(&self, filter: String, found: &mut HashMap<String, Vec<f32>>) -> Result<()> {
+        let batches: Vec<RecordBatch> = self
+            .chunks
+            .query()
+            .only_if(filter)
+            .select(Select::columns(&["chunk_hash", "vector"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        for b in &batches {
+            let hashes = str_col(b, "chunk_hash")?;
+            let vectors = col::<FixedSizeListArray>(b, "vector")?;
+            for i in 0..b.num_rows() {
+                if hashes.value(i).is_empty() {
+                    continue; // stored before hashes were kept
+                }
+                let values = vectors.value(i);
+                let values = values.as_any().downcast_ref::<Float32Array>().context("vector values are not f32")?;
+                found.entry(hashes.value(i).to_string()).or_insert_with(|| values.values().to_vec());
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn chunk_count(&self) -> Result<usize> {
+        Ok(self.chunks.count_rows(None).await?)
+    }
+}

