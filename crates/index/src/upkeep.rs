@@ -38,18 +38,10 @@ impl KnowledgeBase {
     /// the data folder does not grow with every write. Versions another process may still be
     /// reading are kept by passing a `keep` longer than its reads.
     pub async fn optimize(&self, keep: std::time::Duration) -> Result<()> {
-        let older_than = Duration::from_std(keep).unwrap_or(Duration::zero());
         for table in [&self.documents, &self.chunks] {
             table.optimize(OptimizeAction::Compact { options: Default::default(), remap_options: None }).await?;
-            table
-                .optimize(OptimizeAction::Prune {
-                    older_than: Some(older_than),
-                    delete_unverified: None,
-                    error_if_tagged_old_versions: None,
-                })
-                .await?;
         }
-        Ok(())
+        self.prune(keep).await
     }
 
     /// Deletes table versions older than `keep` without compacting (cheap; for long ingestions).
