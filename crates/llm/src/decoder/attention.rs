@@ -69,9 +69,6 @@ pub fn weighted_values(weights: &[f32], values: &[f32], hd: usize, out: &mut [f3
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub(super) use quire_simd::avx2::hsum;
-
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx2 {
     use super::KEY_BLOCK;
     use std::arch::x86_64::*;

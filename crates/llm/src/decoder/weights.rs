@@ -105,8 +105,8 @@ impl RowDot for BlockQ8_0 {}
 impl RowDot for BlockQ2K {}
 impl RowDot for BlockQ3K {}
 impl RowDot for BlockQ5K {}
-/// The k-quant formats with their own kernels: tiles of four tokens, and panels of 16 where the
-/// CPU has AVX-512 VNNI (`SUB`: the format's sub-block size).
+/// The k-quant formats with their own kernels: tiles of four tokens, and panels of 16 (AVX-512
+/// VNNI where the CPU has it, else AVX2; `SUB`: the format's sub-block size).
 macro_rules! k_quant_row_dot {
     ($block:ty, $kernels:ident, $sub:literal) => {
         impl RowDot for $block {
@@ -122,7 +122,7 @@ macro_rules! k_quant_row_dot {
 
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             fn panelled() -> bool {
-                kernels::wide_kernel()
+                true
             }
 
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -130,13 +130,16 @@ macro_rules! k_quant_row_dot {
                 let per_row = cols / 256;
                 let row_bytes = per_row * std::mem::size_of::<Self>();
                 let bytes = kernels::bytes_of(rows);
-                assert!(Self::panelled());
                 let unpack = |i: usize, b: usize, u: &mut kernels::panel::Unpacked| {
-                    // SAFETY: the CPU has AVX-512 F/BW/VNNI (`panelled`), which unpacking uses.
+                    // SAFETY: the build targets AVX2, which unpacking uses; the row holds whole blocks.
                     unsafe { kernels::$kernels::unpack(&bytes[i * row_bytes..(i + 1) * row_bytes], b, u) }
                 };
-                // SAFETY: the CPU has AVX-512 F/BW/VNNI (`panelled`).
-                unsafe { kernels::panel::matmul::<$sub>(rows.len() / per_row, per_row, unpack, panels, out, m) }
+                if kernels::wide_kernel() {
+                    // SAFETY: the CPU has AVX-512 F/BW/VNNI (`wide_kernel`).
+                    unsafe { kernels::panel::matmul::<$sub>(rows.len() / per_row, per_row, unpack, panels, out, m) }
+                } else {
+                    kernels::panel_avx2::matmul::<$sub>(rows.len() / per_row, per_row, unpack, panels, out, m)
+                }
             }
         }
     };

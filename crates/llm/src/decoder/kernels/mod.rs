@@ -5,13 +5,20 @@
 //! each token. A token's result is computed by the same instructions in the same order
 //! whatever the tile holds, so it is bit-identical to computing it alone.
 //!
+//! Prompt-sized batches go through panels of 16 tokens (`panel`, `panel_avx2`), which multiply
+//! several rows with all 16 at once.
+//!
 //! The build baseline is x86-64-v3 (AVX2), so the app runs on any recent x86-64 CPU; where the
-//! CPU has AVX-512 with VNNI the wider kernels run, chosen once per process.
+//! CPU has AVX-512 with VNNI the wider kernels run, chosen once per process. Every kernel ends
+//! each block in the same two exact integers and the same two fused multiply-adds
+//! (`panel::canonical`), so they all give the same bits.
 
 use candle_core::quantized::k_quants::BlockQ8K;
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub mod panel;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub mod panel_avx2;
 pub mod q4k;
 pub mod q6k;
 

@@ -63,11 +63,11 @@ pub fn canonical(acc: f32, d: f32, m: f32, yd: f32, first: i32, second: i32) -> 
 /// sums, and their 16 scales.
 pub struct Panels {
     pub panels: usize,
-    blocks: usize,
-    codes: Vec<u32>,
-    sums: Vec<u32>,
-    sums32: Vec<u32>,
-    scales: Vec<f32>,
+    pub(super) blocks: usize,
+    pub(super) codes: Vec<u32>,
+    pub(super) sums: Vec<u32>,
+    pub(super) sums32: Vec<u32>,
+    pub(super) scales: Vec<f32>,
 }
 
 impl Panels {
@@ -143,33 +143,58 @@ unsafe fn matmul_grouped<const SUB: usize, const GROUP: usize>(
     out: &mut [f32],
     stride: usize,
 ) {
+    // A group of panels' block (14 KB for three) stays in cache while every row of the task
+    // meets it.
+    each_block(rows, blocks, unpack, panels, out, stride, GROUP, ROWS, |group, p, count, b, o| {
+        // SAFETY: the CPU has AVX-512 F/BW/VNNI (this function's contract); `each_block` hands
+        // out panel p's place in row `group[0]`'s output.
+        unsafe {
+            if group.len() == ROWS {
+                accumulate_panels::<SUB, ROWS>(group, panels, p, count, b, o, stride)
+            } else {
+                accumulate_panels::<SUB, 1>(group, panels, p, count, b, o, stride)
+            }
+        }
+    });
+}
+
+/// The loop both panel kernels run over a task: for each block in order, the task's rows
+/// unpacked, then every group of `group` panels against every `rows_at_once` rows (a last
+/// smaller group of rows one at a time): `accumulate(rows, first panel, panels, block, where
+/// the first row's first panel's results go)`, called for blocks 0, 1, … in order. `out` is
+/// zeroed first.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) fn each_block(
+    rows: usize,
+    blocks: usize,
+    unpack: impl Fn(usize, usize, &mut Unpacked),
+    panels: &Panels,
+    out: &mut [f32],
+    stride: usize,
+    group: usize,
+    rows_at_once: usize,
+    accumulate: impl Fn(&[Unpacked], usize, usize, usize, *mut f32),
+) {
     assert!(panels.blocks == blocks && out.len() >= rows.saturating_sub(1) * stride + PANEL * panels.panels);
     out.iter_mut().for_each(|o| *o = 0.0);
     let mut unpacked = vec![Unpacked::ZERO; rows];
+    // Every place handed out is in bounds (asserted above).
+    let base = out.as_mut_ptr();
+    let at = |row: usize, p: usize| base.wrapping_add(row * stride + p * PANEL);
     for b in 0..blocks {
         for (i, u) in unpacked.iter_mut().enumerate() {
             unpack(i, b, u);
         }
-        // A group of panels' block (14 KB for three) stays in cache while every row of the task
-        // meets it.
-        for p in (0..panels.panels).step_by(GROUP) {
-            let count = (panels.panels - p).min(GROUP);
-            for first in (0..rows).step_by(ROWS) {
-                let group = &unpacked[first..(first + ROWS).min(rows)];
-                let o = out.as_mut_ptr().add(first * stride + p * PANEL);
-                if group.len() == ROWS {
-                    accumulate_panels::<SUB, ROWS>(group, panels, p, count, b, o, stride);
+        for p in (0..panels.panels).step_by(group) {
+            let count = (panels.panels - p).min(group);
+            for first in (0..rows).step_by(rows_at_once) {
+                let these = &unpacked[first..(first + rows_at_once).min(rows)];
+                if these.len() == rows_at_once {
+                    accumulate(these, p, count, b, at(first, p));
                 } else {
-                    for (i, row) in group.iter().enumerate() {
-                        accumulate_panels::<SUB, 1>(
-                            std::slice::from_ref(row),
-                            panels,
-                            p,
-                            count,
-                            b,
-                            o.add(i * stride),
-                            stride,
-                        );
+                    for (i, row) in these.iter().enumerate() {
+                        accumulate(std::slice::from_ref(row), p, count, b, at(first + i, p));
                     }
                 }
             }
@@ -293,6 +318,38 @@ pub unsafe fn finish_block(
     _mm_fnmadd_ps(_mm_mul_ps(_mm_set1_ps(m), yd), second, acc)
 }
 
+/// A tile's end of block `b` for its `n` tokens: `finish_one` for one, else `finish_block`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn finish_tile(
+    first: &[__m256i; 4],
+    second: &[__m256i; 4],
+    d: f32,
+    m: f32,
+    ys: &[&[u8]; 4],
+    n: usize,
+    b: usize,
+    acc: __m128,
+) -> __m128 {
+    if n == 1 {
+        finish_one(first[0], second[0], d, m, super::q8k_block(ys[0], b).0, acc)
+    } else {
+        finish_block(first, second, d, m, token_scales(ys, n, b), acc)
+    }
+}
+
+/// `finish_block` for a tile of one token (decoding): its two integers reduced together, lane 0
+/// of `acc` updated by the same two fused multiply-adds.
+#[inline(always)]
+pub unsafe fn finish_one(first: __m256i, second: __m256i, d: f32, m: f32, yd: f32, acc: __m128) -> __m128 {
+    // [f01 f23 s01 s23 | f45 f67 s45 s67], then [f0123 s0123 … | f4567 s4567 …].
+    let h = _mm256_hadd_epi32(first, second);
+    let h = _mm256_hadd_epi32(h, h);
+    let totals = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h)));
+    let acc = _mm_fmadd_ss(_mm_set_ss(d * yd), totals, acc);
+    _mm_fnmadd_ss(_mm_set_ss(m * yd), _mm_movehdup_ps(totals), acc)
+}
+
 /// The sum of each of four vectors' eight 32-bit lanes, as lanes 0..4.
 #[inline(always)]
 unsafe fn totals(v: &[__m256i; 4]) -> __m128i {
@@ -365,21 +422,21 @@ mod tests {
             .collect()
     }
 
-    /// Panels, the per-token kernel and the plain-integer reference give the same bits, for
-    /// both formats; and the per-token kernel the same bits whatever shares its tile.
+    /// The panels (AVX2, and AVX-512 VNNI where the CPU has it), the per-token tiles (the same
+    /// two) and the plain-integer reference give the same bits, for both formats; a tile's
+    /// token the same alone as with others.
     fn agree<T: GgmlType<VecDotType = BlockQ8K>>(
         sub: usize,
         unpack: unsafe fn(&[u8], usize, &mut Unpacked),
-        dot_tile: fn(&[T], &[&[BlockQ8K]], &mut [f32]),
+        tiles: [TileKernel; 2],
     ) {
         if !cpu_has_avx512_vnni() {
-            println!("this CPU has no AVX-512 VNNI: the panels do not run here");
-            return;
+            println!("this CPU has no AVX-512 VNNI: only the AVX2 panels and tiles run here");
         }
         // 4 and 5 panels: groups of three panels, of two and of one; 6 rows: a group of four
         // and two alone.
         for m in [4 * PANEL, 5 * PANEL] {
-            agree_over::<T>(m, sub, unpack, dot_tile);
+            agree_over::<T>(m, sub, unpack, tiles);
         }
     }
 
@@ -387,7 +444,7 @@ mod tests {
         m: usize,
         sub: usize,
         unpack: unsafe fn(&[u8], usize, &mut Unpacked),
-        dot_tile: fn(&[T], &[&[BlockQ8K]], &mut [f32]),
+        [wide, narrow]: [TileKernel; 2],
     ) {
         let (rows, cols) = (6, 16 * 256);
         let w = weights(rows, cols);
@@ -398,14 +455,27 @@ mod tests {
         let tokens = tokens(cols, m);
         let token_bytes: Vec<&[u8]> = tokens.iter().map(|t| bytes_of(t)).collect();
         let panels = Panels::new(&token_bytes, cols / 256, m);
-        let mut out = vec![f32::NAN; rows * m];
         let unpack_row =
             |i: usize, b: usize, u: &mut Unpacked| unsafe { unpack(&bytes[i * row_bytes..(i + 1) * row_bytes], b, u) };
-        unsafe {
-            match sub {
-                32 => matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut out, m),
-                _ => matmul::<16>(rows, cols / 256, unpack_row, &panels, &mut out, m),
+        let vnni = cpu_has_avx512_vnni();
+        let mut outs = vec![("AVX2 panels", vec![f32::NAN; rows * m])];
+        match sub {
+            32 => super::super::panel_avx2::matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut outs[0].1, m),
+            _ => super::super::panel_avx2::matmul::<16>(rows, cols / 256, unpack_row, &panels, &mut outs[0].1, m),
+        }
+        if vnni {
+            let mut out = vec![f32::NAN; rows * m];
+            unsafe {
+                match sub {
+                    32 => matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut out, m),
+                    _ => matmul::<16>(rows, cols / 256, unpack_row, &panels, &mut out, m),
+                }
             }
+            outs.push(("AVX-512 panels", out));
+        }
+        let mut tiles = vec![("AVX2 tiles", narrow)];
+        if vnni {
+            tiles.push(("AVX-512 tiles", wide));
         }
         for r in 0..rows {
             let row = &blocks[r * cols / 256..(r + 1) * cols / 256];
@@ -418,123 +488,134 @@ mod tests {
                 .collect();
             for t in 0..m {
                 let expected = reference(&unpacked, sub, token_bytes[t]);
-                let mut alone = [0f32];
-                dot_tile(row, &[&tokens[t]], &mut alone);
-                let tile_start = t / TILE * TILE;
-                let tile: Vec<&[BlockQ8K]> =
-                    tokens[tile_start..tile_start + TILE].iter().map(|t| t.as_slice()).collect();
-                let mut in_tile = [0f32; TILE];
-                dot_tile(row, &tile, &mut in_tile);
-                let panel = out[r * m + t];
-                assert_eq!(
-                    alone[0].to_bits(),
-                    expected.to_bits(),
-                    "row {r} token {t}: kernel {} vs reference {expected}",
-                    alone[0]
-                );
-                assert_eq!(
-                    in_tile[t - tile_start].to_bits(),
-                    expected.to_bits(),
-                    "row {r} token {t}: tile changed the result"
-                );
-                assert_eq!(
-                    panel.to_bits(),
-                    expected.to_bits(),
-                    "row {r} token {t}: panel {panel} vs reference {expected}"
-                );
+                for &(name, tile) in &tiles {
+                    let mut alone = [0f32];
+                    unsafe { tile(bytes_of(row), &[&tokens[t]], &mut alone) };
+                    let tile_start = t / TILE * TILE;
+                    let together: Vec<&[BlockQ8K]> =
+                        tokens[tile_start..tile_start + TILE].iter().map(|t| t.as_slice()).collect();
+                    let mut in_tile = [0f32; TILE];
+                    unsafe { tile(bytes_of(row), &together, &mut in_tile) };
+                    assert_eq!(
+                        alone[0].to_bits(),
+                        expected.to_bits(),
+                        "row {r} token {t}: {name} {} vs reference {expected}",
+                        alone[0]
+                    );
+                    assert_eq!(
+                        in_tile[t - tile_start].to_bits(),
+                        expected.to_bits(),
+                        "row {r} token {t}: {name}: the tile changed the result"
+                    );
+                }
+                for (name, out) in &outs {
+                    let panel = out[r * m + t];
+                    assert_eq!(
+                        panel.to_bits(),
+                        expected.to_bits(),
+                        "row {r} token {t}: {name} {panel} vs reference {expected}"
+                    );
+                }
                 let candle = T::vec_dot(cols, row, &tokens[t]);
                 assert!(
-                    (candle - panel).abs() <= 1e-4 * candle.abs().max(1.0),
-                    "row {r} token {t}: {panel} vs candle {candle}"
+                    (candle - expected).abs() <= 1e-4 * candle.abs().max(1.0),
+                    "row {r} token {t}: {expected} vs candle {candle}"
                 );
             }
         }
     }
 
-    /// `matmul_grouped` with its grouping fixed.
-    type Grouped = unsafe fn(usize, usize, &dyn Fn(usize, usize, &mut Unpacked), &Panels, &mut [f32], usize);
-
-    /// Multiply-adds per second of the Q4_K panels on one thread, one panel at a time against
-    /// three, at a prompt's shape (1,024 rows of 1,536, as a slice of the FFN's gate, and 96
-    /// tokens); the two groupings must give the same bits. The speeds are printed, not checked:
-    /// run with --ignored --nocapture.
+    /// Multiply-adds per second on one thread at a prompt's shape (1,024 rows of 1,536, a slice
+    /// of the FFN's gate, and 96 tokens), for each format: the AVX2 tiles (four tokens a pass
+    /// over the row), the AVX2 panels and, where the CPU has AVX-512 VNNI, its panels one and
+    /// three at a time. Every kernel must give the same bits. The speeds are printed, not
+    /// checked: run with --ignored --nocapture.
     #[test]
     #[ignore = "a measurement: cargo test --release panel_speed -- --ignored --nocapture"]
     fn panel_speed() {
-        if !cpu_has_avx512_vnni() {
-            return;
-        }
-        let (rows, cols, m) = (1024, 1536, 6 * PANEL);
-        let mut blocks = vec![BlockQ4K::zeros(); rows * cols / 256];
-        BlockQ4K::from_float(&weights(rows, cols), &mut blocks);
-        let row_bytes = cols / 256 * std::mem::size_of::<BlockQ4K>();
-        let bytes = bytes_of(&blocks);
-        let tokens = tokens(cols, m);
-        let token_bytes: Vec<&[u8]> = tokens.iter().map(|t| bytes_of(t)).collect();
-        let panels = Panels::new(&token_bytes, cols / 256, m);
-        let rounds = 20;
-        // The rate, and the last task's results.
-        let time = |grouped: Grouped| {
-            let mut out = vec![0f32; 16 * m];
-            let start = std::time::Instant::now();
-            for _ in 0..rounds {
-                for task in 0..rows / 16 {
-                    let unpack_row = |i: usize, b: usize, u: &mut Unpacked| unsafe {
-                        q4k::unpack(&bytes[(task * 16 + i) * row_bytes..(task * 16 + i + 1) * row_bytes], b, u)
-                    };
-                    unsafe { grouped(16, cols / 256, &unpack_row, &panels, &mut out, m) };
-                }
+        fn speeds<T: GgmlType<VecDotType = BlockQ8K>, const SUB: usize>(
+            unpack: unsafe fn(&[u8], usize, &mut Unpacked),
+            narrow: TileKernel,
+        ) {
+            let (rows, cols, m) = (1024, 1536, 6 * PANEL);
+            let mut blocks = vec![T::zeros(); rows * cols / 256];
+            T::from_float(&weights(rows, cols), &mut blocks);
+            let row_bytes = cols / 256 * std::mem::size_of::<T>();
+            let bytes = bytes_of(&blocks);
+            let tokens = tokens(cols, m);
+            let token_bytes: Vec<&[u8]> = tokens.iter().map(|t| bytes_of(t)).collect();
+            let panels = Panels::new(&token_bytes, cols / 256, m);
+            let rounds = 10;
+            // A task of 16 rows into `out` ([row][token]).
+            type Task<'a> = Box<dyn Fn(usize, &mut [f32]) + 'a>;
+            let row = |r: usize| &bytes[r * row_bytes..(r + 1) * row_bytes];
+            let unpacking =
+                |task: usize| move |i: usize, b: usize, u: &mut Unpacked| unsafe { unpack(row(task * 16 + i), b, u) };
+            let mut kernels: Vec<(&str, Task)> = vec![
+                (
+                    "AVX2 tiles",
+                    Box::new(|task: usize, out: &mut [f32]| {
+                        let refs: Vec<&[BlockQ8K]> = tokens.iter().map(|t| t.as_slice()).collect();
+                        for i in 0..16 {
+                            for (t, o) in refs.chunks(TILE).zip(out[i * m..(i + 1) * m].chunks_mut(TILE)) {
+                                unsafe { narrow(row(task * 16 + i), t, o) };
+                            }
+                        }
+                    }),
+                ),
+                (
+                    "AVX2 panels",
+                    Box::new(|task: usize, out: &mut [f32]| {
+                        super::super::panel_avx2::matmul::<SUB>(16, cols / 256, unpacking(task), &panels, out, m)
+                    }),
+                ),
+            ];
+            if cpu_has_avx512_vnni() {
+                kernels.push((
+                    "AVX-512 panels one at a time",
+                    Box::new(|task: usize, out: &mut [f32]| unsafe {
+                        matmul_grouped::<SUB, 1>(16, cols / 256, unpacking(task), &panels, out, m)
+                    }),
+                ));
+                kernels.push((
+                    "AVX-512 panels three at a time",
+                    Box::new(|task: usize, out: &mut [f32]| unsafe {
+                        matmul_grouped::<SUB, 3>(16, cols / 256, unpacking(task), &panels, out, m)
+                    }),
+                ));
             }
-            ((rounds * rows * cols * m) as f64 / start.elapsed().as_secs_f64() / 1e9, out)
-        };
-        for _ in 0..3 {
-            let (one, by_one) = time(|r, b, u, p, o, s| unsafe { matmul_grouped::<32, 1>(r, b, u, p, o, s) });
-            let (three, by_three) = time(|r, b, u, p, o, s| unsafe { matmul_grouped::<32, 3>(r, b, u, p, o, s) });
-            assert!(by_one.iter().zip(&by_three).all(|(a, b)| a.to_bits() == b.to_bits()), "the groupings differ");
-            println!("Q4_K panels, G multiply-adds/s on one thread: a panel at a time {one:.1}, three {three:.1}");
+            for _ in 0..3 {
+                let mut line = format!("{:?}, G multiply-adds/s on one thread:", T::DTYPE);
+                let mut last: Option<Vec<f32>> = None;
+                for (name, kernel) in &kernels {
+                    let mut out = vec![0f32; 16 * m];
+                    let start = std::time::Instant::now();
+                    for _ in 0..rounds {
+                        for task in 0..rows / 16 {
+                            kernel(task, &mut out);
+                        }
+                    }
+                    let rate = (rounds * rows * cols * m) as f64 / start.elapsed().as_secs_f64() / 1e9;
+                    line += &format!(" {name} {rate:.1};");
+                    if let Some(last) = &last {
+                        assert!(last.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()), "{name} differs");
+                    }
+                    last = Some(out);
+                }
+                println!("{line}");
+            }
         }
+        speeds::<BlockQ4K, 32>(q4k::unpack, q4k::NARROW);
+        speeds::<BlockQ6K, 16>(q6k::unpack, q6k::NARROW);
     }
 
     #[test]
     fn q4k_panels_give_the_per_token_kernels_bits() {
-        agree::<BlockQ4K>(32, q4k::unpack, q4k::dot_tile);
+        agree::<BlockQ4K>(32, q4k::unpack, [q4k::WIDE, q4k::NARROW]);
     }
 
     #[test]
     fn q6k_panels_give_the_per_token_kernels_bits() {
-        agree::<BlockQ6K>(16, q6k::unpack, q6k::dot_tile);
-    }
-
-    /// The AVX2 tiles (what CPUs without AVX-512 VNNI run) against candle's kernel, a token's
-    /// result the same alone and in a tile.
-    fn narrow_tiles_agree<T: GgmlType<VecDotType = BlockQ8K>>(narrow: TileKernel) {
-        let cols = 16 * 256;
-        let mut row = vec![T::zeros(); cols / 256];
-        T::from_float(&weights(1, cols), &mut row);
-        let tokens = tokens(cols, TILE);
-        let refs: Vec<&[BlockQ8K]> = tokens.iter().map(|t| t.as_slice()).collect();
-        let mut tile = [0f32; TILE];
-        unsafe { narrow(bytes_of(&row), &refs, &mut tile) };
-        for t in 0..TILE {
-            let mut alone = [0f32];
-            unsafe { narrow(bytes_of(&row), &refs[t..t + 1], &mut alone) };
-            assert_eq!(alone[0].to_bits(), tile[t].to_bits(), "token {t}: the tile changed the result");
-            let candle = T::vec_dot(cols, &row, &tokens[t]);
-            assert!(
-                (candle - tile[t]).abs() <= 1e-4 * candle.abs().max(1.0),
-                "token {t}: {} vs candle {candle}",
-                tile[t]
-            );
-        }
-    }
-
-    #[test]
-    fn q4k_avx2_tiles_give_candles_sums() {
-        narrow_tiles_agree::<BlockQ4K>(q4k::NARROW);
-    }
-
-    #[test]
-    fn q6k_avx2_tiles_give_candles_sums() {
-        narrow_tiles_agree::<BlockQ6K>(q6k::NARROW);
+        agree::<BlockQ6K>(16, q6k::unpack, [q6k::WIDE, q6k::NARROW]);
     }
 }

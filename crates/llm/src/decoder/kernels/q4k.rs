@@ -67,7 +67,7 @@ pub fn dot_tile(row: &[BlockQ4K], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
 /// `panel::canonical`, so this kernel and the panels give the same bits.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx512 {
-    use super::super::panel::{self, pair, Unpacked};
+    use super::super::panel;
     use super::*;
     use std::arch::x86_64::*;
 
@@ -106,42 +106,44 @@ mod avx512 {
                 first[t] = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
                 second[t] = _mm256_madd_epi16(_mm256_loadu_si256(q8.add(QK_K) as *const __m256i), mins);
             }
-            acc = panel::finish_block(&first, &second, d, dmin, panel::token_scales(&ys, n, b), acc);
+            acc = panel::finish_tile(&first, &second, d, dmin, &ys, n, b, acc);
         }
         let mut sums = [0f32; TILE];
         _mm_storeu_ps(sums.as_mut_ptr(), acc);
         out.copy_from_slice(&sums[..n]);
     }
+}
 
-    /// Block `b` of a row, unpacked for the panels.
-    pub unsafe fn unpack(row: &[u8], b: usize, out: &mut Unpacked) {
-        let Q4kBlock { d, dmin, scales: sc, mins: mn, nibbles: qs } = q4k_block(row, b);
-        let low = _mm256_set1_epi8(0xF);
-        for j in 0..4 {
-            let bits = _mm256_loadu_si256(qs.add(32 * j) as *const __m256i);
-            let w = out.weights.as_mut_ptr().add(64 * j) as *mut __m256i;
-            _mm256_storeu_si256(w, _mm256_and_si256(bits, low));
-            _mm256_storeu_si256(w.add(1), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), low));
-        }
-        for (scale, &s) in out.scales.iter_mut().zip(&sc) {
-            *scale = s as i32;
-        }
-        // Pairs 4.. are not read for Q4_K (its mins against the sums of 32 values take 4).
-        for p in 0..4 {
-            out.pairs[p] = pair(mn[2 * p] as i16, mn[2 * p + 1] as i16);
-        }
-        out.d = d;
-        out.m = dmin;
+/// Block `b` of a row, unpacked for the panels (AVX2 instructions: both panel kernels use it).
+///
+/// # Safety
+/// `row` holds whole Q4_K blocks, `b` one of them.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub unsafe fn unpack(row: &[u8], b: usize, out: &mut super::panel::Unpacked) {
+    use std::arch::x86_64::*;
+    let Q4kBlock { d, dmin, scales: sc, mins: mn, nibbles: qs } = q4k_block(row, b);
+    let low = _mm256_set1_epi8(0xF);
+    for j in 0..4 {
+        let bits = _mm256_loadu_si256(qs.add(32 * j) as *const __m256i);
+        let w = out.weights.as_mut_ptr().add(64 * j) as *mut __m256i;
+        _mm256_storeu_si256(w, _mm256_and_si256(bits, low));
+        _mm256_storeu_si256(w.add(1), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), low));
     }
+    for (scale, &s) in out.scales.iter_mut().zip(&sc) {
+        *scale = s as i32;
+    }
+    // Pairs 4.. are not read for Q4_K (its mins against the sums of 32 values take 4).
+    for p in 0..4 {
+        out.pairs[p] = super::panel::pair(mn[2 * p] as i16, mn[2 * p + 1] as i16);
+    }
+    out.d = d;
+    out.m = dmin;
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub use avx512::unpack;
-
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx2 {
+    use super::super::panel;
     use super::*;
-    use crate::decoder::attention::hsum;
     use std::arch::x86_64::*;
 
     /// Each sub-block's min twice, against the token's two 16-value sums per sub-block.
@@ -151,21 +153,14 @@ mod avx2 {
         _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins))
     }
 
-    /// `acc` plus `scale` times the mins against the sub-block sums that follow a Q8_K
-    /// block's 256 bytes at `q8`.
-    #[inline(always)]
-    unsafe fn add_min_term(q8: *const u8, mins: __m256i, scale: f32, acc: __m256) -> __m256 {
-        let sums = _mm256_loadu_si256(q8.add(QK_K) as *const __m256i);
-        let m = _mm256_cvtepi32_ps(_mm256_madd_epi16(sums, mins));
-        _mm256_fmadd_ps(_mm256_set1_ps(scale), m, acc)
-    }
-
+    /// 32 weights per instruction: `maddubs` pairs the nibbles with the token's bytes and
+    /// `madd` scales the pairs into 32-bit sums. Each block ends in `panel::canonical`, as the
+    /// AVX-512 kernels and both panel kernels do, so every kernel gives the same bits.
     pub unsafe fn dot_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
         let n = tokens.len();
         let blocks = row.len() / Q4K_BYTES;
         let ys = token_bytes(tokens);
-        let mut acc = [_mm256_setzero_ps(); TILE];
-        let mut acc_min = [_mm256_setzero_ps(); TILE];
+        let mut acc = _mm_setzero_ps();
         let low = _mm256_set1_epi8(0xF);
         for b in 0..blocks {
             let Q4kBlock { d, dmin, scales: sc, mins: mn, nibbles: qs } = q4k_block(row, b);
@@ -181,20 +176,22 @@ mod avx2 {
                 scale[j] = _mm256_set1_epi16(sc[j] as i16);
             }
             let mins = min_pairs(&mn);
+            let mut first = [_mm256_setzero_si256(); TILE];
+            let mut second = [_mm256_setzero_si256(); TILE];
             for t in 0..n {
-                let (yd, q8) = q8k_block(ys[t], b);
+                let (_, q8) = q8k_block(ys[t], b);
                 let mut sumi = _mm256_setzero_si256();
                 for j in 0..8 {
                     let v = _mm256_loadu_si256(q8.add(32 * j) as *const __m256i);
-                    let p16 = _mm256_maddubs_epi16(q4[j], v);
-                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale[j], p16));
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale[j], _mm256_maddubs_epi16(q4[j], v)));
                 }
-                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * yd), _mm256_cvtepi32_ps(sumi), acc[t]);
-                acc_min[t] = add_min_term(q8, mins, dmin * yd, acc_min[t]);
+                first[t] = sumi;
+                second[t] = _mm256_madd_epi16(_mm256_loadu_si256(q8.add(QK_K) as *const __m256i), mins);
             }
+            acc = panel::finish_tile(&first, &second, d, dmin, &ys, n, b, acc);
         }
-        for t in 0..n {
-            out[t] = hsum(acc[t]) - hsum(acc_min[t]);
-        }
+        let mut sums = [0f32; TILE];
+        _mm_storeu_ps(sums.as_mut_ptr(), acc);
+        out.copy_from_slice(&sums[..n]);
     }
 }

@@ -42,7 +42,7 @@ pub fn dot_tile(row: &[BlockQ6K], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
 /// the panels give the same bits.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx512 {
-    use super::super::panel::{self, pair, Unpacked};
+    use super::super::panel;
     use super::*;
     use std::arch::x86_64::*;
 
@@ -105,19 +105,92 @@ mod avx512 {
                 first[t] = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
                 second[t] = _mm256_madd_epi16(_mm256_loadu_si256(q8.add(256) as *const __m256i), scales16);
             }
-            acc = panel::finish_block(&first, &second, d, 32.0 * d, panel::token_scales(&ys, n, b), acc);
+            acc = panel::finish_tile(&first, &second, d, 32.0 * d, &ys, n, b, acc);
+        }
+        let mut sums = [0f32; TILE];
+        _mm_storeu_ps(sums.as_mut_ptr(), acc);
+        out.copy_from_slice(&sums[..n]);
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub use avx2::unpack;
+
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod avx2 {
+    use super::super::panel::{self, pair, Unpacked};
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// Block `b`'s weights as 8 vectors of 32 bytes (0..64) in the order of the token's bytes,
+    /// and the block's d.
+    #[inline(always)]
+    unsafe fn weights_of(row: &[u8], b: usize) -> ([__m256i; 8], f32) {
+        let x = row.as_ptr().add(b * Q6K_BYTES);
+        let low = _mm256_set1_epi8(0xF);
+        let two = _mm256_set1_epi8(3);
+        // Vector k holds weights 32k..32k+32.
+        let mut q6 = [_mm256_setzero_si256(); 8];
+        for j in 0..2 {
+            let first = _mm256_loadu_si256(x.add(64 * j) as *const __m256i);
+            let second = _mm256_loadu_si256(x.add(64 * j + 32) as *const __m256i);
+            let h = _mm256_loadu_si256(x.add(HIGH + 32 * j) as *const __m256i);
+            // The high bit pairs of vectors 4j..4j+4, shifted above the nibbles.
+            let high = [h, _mm256_srli_epi16::<2>(h), _mm256_srli_epi16::<4>(h), _mm256_srli_epi16::<6>(h)]
+                .map(|bits| _mm256_slli_epi16::<4>(_mm256_and_si256(bits, two)));
+            q6[4 * j] = _mm256_or_si256(_mm256_and_si256(first, low), high[0]);
+            q6[4 * j + 1] = _mm256_or_si256(_mm256_and_si256(second, low), high[1]);
+            q6[4 * j + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(first), low), high[2]);
+            q6[4 * j + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(second), low), high[3]);
+        }
+        (q6, f16_at(&row[b * Q6K_BYTES..], D))
+    }
+
+    /// 32 weights per instruction: `maddubs` pairs the 6-bit weights with the token's bytes and
+    /// `madd` scales the pairs into 32-bit sums. Each block ends in `panel::canonical` (first
+    /// integer Σ scale·q·y, second Σ scale·(16-value sum), m = 32·d), as every kernel does.
+    pub unsafe fn dot_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+        let n = tokens.len();
+        let blocks = row.len() / Q6K_BYTES;
+        let ys = token_bytes(tokens);
+        let mut acc = _mm_setzero_ps();
+        for b in 0..blocks {
+            let (q6, d) = weights_of(row, b);
+            let s = row.as_ptr().add(b * Q6K_BYTES + SCALES);
+            let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(s as *const __m128i));
+            // Vector k's first 16 weights take scale 2k, the rest 2k+1.
+            let s = s as *const i8;
+            let scale: [__m256i; 8] = std::array::from_fn(|k| {
+                _mm256_set_m128i(_mm_set1_epi16(*s.add(2 * k + 1) as i16), _mm_set1_epi16(*s.add(2 * k) as i16))
+            });
+            let mut first = [_mm256_setzero_si256(); TILE];
+            let mut second = [_mm256_setzero_si256(); TILE];
+            for t in 0..n {
+                let (_, q8) = q8k_block(ys[t], b);
+                let mut sumi = _mm256_setzero_si256();
+                for k in 0..8 {
+                    let y = _mm256_loadu_si256(q8.add(32 * k) as *const __m256i);
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale[k], _mm256_maddubs_epi16(q6[k], y)));
+                }
+                first[t] = sumi;
+                second[t] = _mm256_madd_epi16(_mm256_loadu_si256(q8.add(256) as *const __m256i), scales16);
+            }
+            acc = panel::finish_tile(&first, &second, d, 32.0 * d, &ys, n, b, acc);
         }
         let mut sums = [0f32; TILE];
         _mm_storeu_ps(sums.as_mut_ptr(), acc);
         out.copy_from_slice(&sums[..n]);
     }
 
-    /// Block `b` of a row, unpacked for the panels.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    /// Block `b` of a row, unpacked for the panels (AVX2 instructions: both panel kernels use
+    /// it).
+    ///
+    /// # Safety
+    /// `row` holds whole Q6_K blocks, `b` one of them.
     pub unsafe fn unpack(row: &[u8], b: usize, out: &mut Unpacked) {
-        let (q6, _, d) = weights_of(row, b);
-        for (v, q) in q6.iter().enumerate() {
-            _mm512_storeu_si512(out.weights.as_mut_ptr().add(64 * v) as *mut _, *q);
+        let (q6, d) = weights_of(row, b);
+        for (k, q) in q6.iter().enumerate() {
+            _mm256_storeu_si256(out.weights.as_mut_ptr().add(32 * k) as *mut __m256i, *q);
         }
         let sc = &row[b * Q6K_BYTES + SCALES..b * Q6K_BYTES + SCALES + 16];
         for (scale, &s) in out.scales.iter_mut().zip(sc) {
@@ -128,69 +201,5 @@ mod avx512 {
         }
         out.d = d;
         out.m = 32.0 * d;
-    }
-}
-
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub use avx512::unpack;
-
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-mod avx2 {
-    use super::*;
-    use crate::decoder::attention::hsum;
-    use std::arch::x86_64::*;
-
-    /// `32 · Σ scale · (sum of the 16 token bytes it covers)`, as 8 lanes: what multiplying by
-    /// `q` instead of `q - 32` added. The sums follow a Q8_K block's 256 bytes at `q8`.
-    #[inline(always)]
-    unsafe fn offset_term(q8: *const u8, scales16: __m256i) -> __m256i {
-        let sums = _mm256_loadu_si256(q8.add(256) as *const __m256i);
-        _mm256_slli_epi32::<5>(_mm256_madd_epi16(sums, scales16))
-    }
-
-    pub unsafe fn dot_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
-        let n = tokens.len();
-        let blocks = row.len() / Q6K_BYTES;
-        let ys = token_bytes(tokens);
-        let mut acc = [_mm256_setzero_ps(); TILE];
-        let low = _mm256_set1_epi8(0xF);
-        let pair = _mm256_set1_epi8(3);
-        for b in 0..blocks {
-            let x = row.as_ptr().add(b * Q6K_BYTES);
-            let d = f16_at(&row[b * Q6K_BYTES..], D);
-            let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(x.add(SCALES) as *const __m128i));
-            // Vector k holds weights 32k..32k+32, scaled by scales 2k (first 16) and 2k+1.
-            let mut q6 = [_mm256_setzero_si256(); 8];
-            let mut scale = [_mm256_setzero_si256(); 8];
-            for j in 0..2 {
-                let first = _mm256_loadu_si256(x.add(64 * j) as *const __m256i);
-                let second = _mm256_loadu_si256(x.add(64 * j + 32) as *const __m256i);
-                let h = _mm256_loadu_si256(x.add(HIGH + 32 * j) as *const __m256i);
-                // The high bit pairs of vectors 4j..4j+4, shifted above the nibbles.
-                let high = [h, _mm256_srli_epi16::<2>(h), _mm256_srli_epi16::<4>(h), _mm256_srli_epi16::<6>(h)]
-                    .map(|bits| _mm256_slli_epi16::<4>(_mm256_and_si256(bits, pair)));
-                q6[4 * j] = _mm256_or_si256(_mm256_and_si256(first, low), high[0]);
-                q6[4 * j + 1] = _mm256_or_si256(_mm256_and_si256(second, low), high[1]);
-                q6[4 * j + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(first), low), high[2]);
-                q6[4 * j + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(second), low), high[3]);
-            }
-            let s = x.add(SCALES) as *const i8;
-            for (k, sc) in scale.iter_mut().enumerate() {
-                *sc = _mm256_set_m128i(_mm_set1_epi16(*s.add(2 * k + 1) as i16), _mm_set1_epi16(*s.add(2 * k) as i16));
-            }
-            for t in 0..n {
-                let (yd, q8) = q8k_block(ys[t], b);
-                let mut sumi = _mm256_setzero_si256();
-                for k in 0..8 {
-                    let y = _mm256_loadu_si256(q8.add(32 * k) as *const __m256i);
-                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale[k], _mm256_maddubs_epi16(q6[k], y)));
-                }
-                sumi = _mm256_sub_epi32(sumi, offset_term(q8, scales16));
-                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * yd), _mm256_cvtepi32_ps(sumi), acc[t]);
-            }
-        }
-        for t in 0..n {
-            out[t] = hsum(acc[t]);
-        }
     }
 }
