@@ -304,14 +304,7 @@ unsafe fn accumulate<const SUB: usize, const R: usize, const P: usize>(
 /// integers arrive as 8 partial sums (`first[t]`, `second[t]`), are summed exactly, and go
 /// through `canonical` with token t in lane t of `acc`.
 #[inline(always)]
-pub unsafe fn finish_block(
-    first: &[__m256i; 4],
-    second: &[__m256i; 4],
-    d: f32,
-    m: f32,
-    yd: __m128,
-    acc: __m128,
-) -> __m128 {
+unsafe fn finish_block(first: &[__m256i; 4], second: &[__m256i; 4], d: f32, m: f32, yd: __m128, acc: __m128) -> __m128 {
     let first = _mm_cvtepi32_ps(totals(first));
     let second = _mm_cvtepi32_ps(totals(second));
     let acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(d), yd), first, acc);
@@ -341,7 +334,7 @@ pub unsafe fn finish_tile(
 /// `finish_block` for a tile of one token (decoding): its two integers reduced together, lane 0
 /// of `acc` updated by the same two fused multiply-adds.
 #[inline(always)]
-pub unsafe fn finish_one(first: __m256i, second: __m256i, d: f32, m: f32, yd: f32, acc: __m128) -> __m128 {
+unsafe fn finish_one(first: __m256i, second: __m256i, d: f32, m: f32, yd: f32, acc: __m128) -> __m128 {
     // [f01 f23 s01 s23 | f45 f67 s45 s67], then [f0123 s0123 … | f4567 s4567 …].
     let h = _mm256_hadd_epi32(first, second);
     let h = _mm256_hadd_epi32(h, h);
@@ -359,7 +352,7 @@ unsafe fn totals(v: &[__m256i; 4]) -> __m128i {
 
 /// The tile's tokens' scales of block `b` (0 for lanes without a token).
 #[inline(always)]
-pub unsafe fn token_scales(ys: &[&[u8]; 4], n: usize, b: usize) -> __m128 {
+unsafe fn token_scales(ys: &[&[u8]; 4], n: usize, b: usize) -> __m128 {
     let mut yd = [0f32; 4];
     for t in 0..n {
         let y = &ys[t][b * Q8K_BYTES..];
