@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the desktop packages from the one release build: on Linux a .deb (and an .AppImage
 # with BUNDLES=deb,appimage, which needs linuxdeploy from the network); on macOS a .app/.dmg with
-# Metal (run there: FEATURES=metal); on Windows an .msi. Packages land in
+# Metal (run there: FEATURES=metal; FEATURES=cuda for NVIDIA GPUs); on Windows an .msi. Packages land in
 # $CARGO_TARGET_DIR/ship/release/bundle/.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -525,6 +525,10 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     let answer_line = app.text("#memory li[data-role=target]");
     assert!(answer_line.contains(&format!("({})", settings_size.as_str().unwrap())), "{answer_line} / {settings_size}");
     assert!(answer_line.contains("in use"), "{answer_line}");
+    // The status bar says where the answer model runs (no GPU here: the CPU kernels).
+    app.wait_until("the status bar to name the device", Duration::from_secs(10), |a| {
+        (a.text("#model-status") == "ready · CPU").then_some(())
+    });
 
     app.screenshot("02-main-answer.png");
     app.element_screenshot("#sources", "03-sources-pane.png");

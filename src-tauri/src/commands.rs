@@ -54,9 +54,9 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
             target.path
         ));
     }
-    let (engine_state, documents, loaded) = match &*state.engine.read().await {
-        EngineSlot::Opening => (EngineState::Opening, Vec::new(), false),
-        EngineSlot::Failed(reason) => (EngineState::Failed { reason: reason.clone() }, Vec::new(), false),
+    let (engine_state, documents, runs_on) = match &*state.engine.read().await {
+        EngineSlot::Opening => (EngineState::Opening, Vec::new(), None),
+        EngineSlot::Failed(reason) => (EngineState::Failed { reason: reason.clone() }, Vec::new(), None),
         EngineSlot::Locked(lock) => {
             let locked = |reason: &str, needs_passphrase, key_missing| EngineState::Locked {
                 reason: reason.into(),
@@ -77,10 +77,12 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
                     key_missing: false,
                 },
             };
-            (state, Vec::new(), false)
+            (state, Vec::new(), None)
         }
-        EngineSlot::Ready(engine) => (EngineState::Ready, engine.documents().await.map_err(say)?, engine.llm_loaded()),
+        EngineSlot::Ready(engine) => (EngineState::Ready, engine.documents().await.map_err(say)?, engine.llm_runs_on()),
     };
+    let loaded = runs_on.is_some();
+
     Ok(AppStatus {
         home: state.home.display().to_string(),
         collection: settings.collection.clone(),
@@ -90,6 +92,7 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         target_model: target,
         draft_model: draft,
         model_loaded: loaded,
+        model_runs_on: runs_on.map(str::to_owned),
         model_preloading: settings.preload_model && target_installed && !loaded,
         problems,
         missing_models: missing_models(&state).unwrap_or_default().iter().map(|m| m.name.to_owned()).collect(),
@@ -416,7 +419,8 @@ pub fn hide_quick_ask(app: AppHandle) -> Reply<()> {
 }
 
 /// Loads the answer model in the background after the collection was (re)opened, when the
-/// settings ask for preloading, so the first answer does not wait for it.
+/// settings ask for preloading, and processes the prompt start all answers share, so the first
+/// answer waits for neither.
 fn preload(app: &AppHandle, engine: std::sync::Arc<quire_engine::Engine>) {
     let state = app.state::<AppState>();
     if !state.settings().preload_model || !engine.config().llm_path.is_file() {
@@ -424,7 +428,7 @@ fn preload(app: &AppHandle, engine: std::sync::Arc<quire_engine::Engine>) {
     }
     let app = app.clone();
     tauri::async_runtime::spawn(async move {
-        if let Err(e) = engine.llm().await {
+        if let Err(e) = engine.prepare_llm().await {
             eprintln!("the answer model did not load: {e:#}");
         }
         let _ = app.emit(EVENT_STATUS_CHANGED, ());

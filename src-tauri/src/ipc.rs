@@ -54,6 +54,8 @@ pub struct AppStatus {
     pub target_model: ModelChoice,
     pub draft_model: ModelChoice,
     pub model_loaded: bool,
+    /// Where the loaded answer model runs: "CPU", "CUDA GPU" or "Metal GPU".
+    pub model_runs_on: Option<String>,
     /// The answer model is being loaded at start (preloading is on and it is not in memory yet);
     /// with preloading off it loads with the first question.
     pub model_preloading: bool,

@@ -104,7 +104,7 @@ async fn start_engine(app: tauri::AppHandle) {
     if settings.preload_model && engine.config().llm_path.is_file() {
         let _ = tokio::time::timeout(Duration::from_secs(20), state.main_page_loaded.notified()).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
-        if let Err(e) = engine.llm().await {
+        if let Err(e) = engine.prepare_llm().await {
             eprintln!("the answer model did not load: {e:#}");
         }
         let _ = app.emit(ipc::EVENT_STATUS_CHANGED, ());

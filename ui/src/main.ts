@@ -28,10 +28,12 @@ async function refreshStatus() {
   const engine = s.engine.state;
   // With preloading off the model loads with the first question: the app is ready meanwhile.
   const loading = engine === "ready" && s.model_preloading;
-  pill.textContent = engine === "opening" ? "opening…" : engine === "failed" ? "not ready" : engine === "locked" ? "locked" : loading ? "loading model…" : "ready";
+  const ready = s.model_runs_on ? `ready · ${s.model_runs_on}` : "ready";
+  pill.textContent = engine === "opening" ? "opening…" : engine === "failed" ? "not ready" : engine === "locked" ? "locked" : loading ? "loading model…" : ready;
   showLock(s.engine);
   pill.dataset.state = loading ? "loading" : engine;
-  pill.title = engine === "ready" && !s.model_loaded && !loading ? "The answer model loads with the first question." : "";
+  pill.title =
+    engine !== "ready" || loading ? "" : s.model_runs_on ? `The answer model runs on the ${s.model_runs_on}.` : "The answer model loads with the first question.";
   const problems = [...s.problems];
   // A missing model is already said in plain words; other failures are shown as they are.
   if (s.engine.state === "failed" && problems.length === 0) problems.push(s.engine.reason);

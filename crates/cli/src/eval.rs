@@ -271,7 +271,8 @@ async fn answers(args: AnswersArgs) -> Result<()> {
     // Answers through the whole pipeline.
     let asked: Vec<&AnswerCase> = cases.iter().take(args.limit.unwrap_or(usize::MAX)).collect();
     if !asked.is_empty() {
-        engine.llm().await?;
+        // As the app does when it loads the model: the first question is timed like the rest.
+        engine.prepare_llm().await?;
     }
     println!("\nanswers ({} questions)", asked.len());
     let mut rows = Vec::new();

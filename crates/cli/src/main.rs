@@ -589,6 +589,8 @@ fn models(action: ModelsAction) -> Result<ExitCode> {
     match action {
         ModelsAction::List => {
             println!("models folder: {}", quire_models::models_dir()?.display());
+            // Where Quire's decoder would run the answer model (qwen2 and llama) in this build.
+            println!("answer models run on: {}", quire_llm::decoder::Placement::best().name());
             for m in quire_models::KNOWN_MODELS {
                 let state = if m.is_installed() {
                     format!("{:>8.1} MB", m.installed_bytes() as f64 / 1e6)

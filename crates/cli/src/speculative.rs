@@ -154,6 +154,7 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
     let decoder = llm.decoder().context(
         "this model runs on mistral.rs, which has no speculative decoding in Quire; pick a qwen2 or llama GGUF",
     )?;
+    println!("decoder on {}", decoder.placement().name());
     let specs: Vec<Speculation> = modes.iter().map(|(_, s)| s.clone()).collect();
 
     let mut figures = Vec::new();

@@ -1,9 +1,11 @@
 //! `quire bench ttft`: time to first token of RAG answers on this machine, in one run: a fresh
-//! question (nothing kept), a new question after another (the chat template and instructions
-//! kept from the last prompt) and a follow-up over the same passages (everything but the new
-//! question kept). Each answer of the last two is checked token for token against the fresh
-//! run of the same prompt: the kept prompt must change nothing. Then llama.cpp's llama-bench
-//! processes a prompt of the same length on the same file and threads, for the ratio.
+//! question (nothing kept), the first question after loading (the app processes the prompt
+//! start all answers share when it loads the model: `Engine::prepare_llm`), a new question
+//! after another (the chat template and instructions kept from the last prompt) and a
+//! follow-up over the same passages (everything but the new question kept). Each answer of the
+//! last three is checked token for token against the fresh run of the same prompt: the kept
+//! prompt must change nothing. Then llama.cpp's llama-bench processes a prompt of the same
+//! length on the same file and threads, for the ratio.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -78,9 +80,12 @@ pub async fn run(args: TtftArgs) -> Result<()> {
         let hits = engine.retrieve(&case.question).await?;
         requests.push((engine.answer_request(&case.question, &hits), engine.answer_request(FOLLOW_UP, &hits)));
     }
-    let mut rows: Vec<[Figure; 3]> = Vec::new();
+    let mut rows: Vec<[Figure; 4]> = Vec::new();
     let mut different = Vec::new();
-    println!("\n{:>3} {:>7} {:>22} {:>22} {:>22}", "", "prompt", "fresh", "after another question", "follow-up");
+    println!(
+        "\n{:>3} {:>7} {:>22} {:>22} {:>22} {:>22}",
+        "", "prompt", "fresh", "first after loading", "after another question", "follow-up"
+    );
     for (i, (question, follow_up)) in requests.iter().enumerate() {
         // After another question: the last prompt kept is the previous question's follow-up
         // (for the first question, the last question's), as when a person goes on to something
@@ -92,26 +97,32 @@ pub async fn run(args: TtftArgs) -> Result<()> {
         let follow = run_one(decoder, follow_up, &speculation)?;
         decoder.forget_prompt();
         let fresh = run_one(decoder, question, &speculation)?;
+        // The app's first question: the model was loaded with the shared prompt start.
+        decoder.forget_prompt();
+        engine.prepare_llm().await?;
+        let first = run_one(decoder, question, &speculation)?;
         decoder.forget_prompt();
         // Kept for the next question's "after another question".
         let fresh_follow = run_one(decoder, follow_up, &speculation)?;
-        if after_other.tokens != fresh.tokens || follow.tokens != fresh_follow.tokens {
+        if after_other.tokens != fresh.tokens || first.tokens != fresh.tokens || follow.tokens != fresh_follow.tokens {
             different.push(cases[i].question.clone());
         }
-        let row = [Figure::of(&fresh), Figure::of(&after_other), Figure::of(&follow)];
+        let row = [Figure::of(&fresh), Figure::of(&first), Figure::of(&after_other), Figure::of(&follow)];
         println!(
-            "{:>3} {:>7} {:>22} {:>22} {:>22}",
+            "{:>3} {:>7} {:>22} {:>22} {:>22} {:>22}",
             i + 1,
             fresh.generation.stats.prompt_tokens,
             row[0].cell(),
             row[1].cell(),
-            row[2].cell()
+            row[2].cell(),
+            row[3].cell()
         );
         rows.push(row);
     }
     let mean = |k: usize, f: fn(&Figure) -> f64| rows.iter().map(|r| f(&r[k])).sum::<f64>() / rows.len() as f64;
     println!("\nmean time to first token over {} questions (prompt tokens processed, of the prompt):", rows.len());
-    for (k, name) in ["fresh question", "after another question", "follow-up, same passages"].iter().enumerate() {
+    let names = ["fresh question", "first after loading", "after another question", "follow-up, same passages"];
+    for (k, name) in names.iter().enumerate() {
         println!(
             "  {name:<26} {:>6.2} s   {:>6.0} of {:>6.0} tokens processed   {:>6.1} prompt tokens/s",
             mean(k, |f| f.ttft.as_secs_f64()),

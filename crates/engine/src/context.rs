@@ -21,6 +21,10 @@ use crate::answer::{quotable_spans, source_label};
 /// question is focused afresh (a shorter prompt beats a longer kept one).
 const MOST_SHOWN: usize = 3;
 
+/// How every answer prompt's user turn begins (before the first passage's label): the part of
+/// it the answer model can process once, when it loads (`Engine::prepare_llm`).
+pub const PROMPT_START: &str = "Sources:\n\n";
+
 /// What focusing needs to know of text, from the engine's parts.
 pub trait Reading {
     /// `text` analysed into search terms, as the index analyses it.
@@ -136,7 +140,7 @@ impl Context {
     /// `conversation::earlier_text` gives it: after the sources, so a follow-up over them
     /// reuses their processed prompt), then the question.
     pub fn prompt(&self, earlier: &str, question: &str) -> String {
-        let mut out = String::from("Sources:\n\n");
+        let mut out = String::from(PROMPT_START);
         let mut labelled = HashSet::new();
         for section in &self.sections {
             let p = section.passage;

@@ -8,12 +8,17 @@ use anyhow::Result;
 
 use quire_llm::Llm;
 
-use crate::{memory, Engine, MemoryBudget};
+use crate::{answer, context, memory, Engine, MemoryBudget};
 
 impl Engine {
     /// Whether the answer model is in memory (it loads on first use of `llm`).
     pub fn llm_loaded(&self) -> bool {
         self.llm.initialized()
+    }
+
+    /// Where the answer model runs ("CPU", "CUDA GPU", "Metal GPU"), once it is loaded.
+    pub fn llm_runs_on(&self) -> Option<&'static str> {
+        self.llm.get().map(Llm::runs_on)
     }
 
     /// The memory budget now: the configured answer model and its draft model (loaded with
@@ -49,6 +54,14 @@ impl Engine {
                 Llm::load_with_draft(&self.config.llm_path, self.config.draft_path.as_deref()).await
             })
             .await
+    }
+
+    /// Loads the answer model and processes the start that every answer prompt shares (chat
+    /// template, instructions, the user turn's opening), so the first question waits only for
+    /// its own tokens, as later ones do. For a preload: nothing here changes an answer.
+    pub async fn prepare_llm(&self) -> Result<usize> {
+        let start = format!("{}[1] (", context::PROMPT_START);
+        self.llm().await?.warm(answer::SYSTEM_PROMPT, &start).await
     }
 
     /// Answer-model tokens in `text`: counted with its tokenizer once it is loaded, else

@@ -72,7 +72,9 @@ impl ModelFootprint {
             let dtype = info.ggml_dtype;
             Some((info.shape.elem_count() / dtype.block_size() * dtype.type_size()) as u64)
         };
-        let own_decoder = cfg!(not(feature = "metal")) && crate::OWN_DECODER_ARCHITECTURES.contains(&arch.as_str());
+        // As the decoder holds a model on the CPU; on a GPU its weights and cache are in device
+        // memory, which this does not model.
+        let own_decoder = crate::OWN_DECODER_ARCHITECTURES.contains(&arch.as_str());
         let (weights_bytes, kv_element_bytes) = if own_decoder {
             let as_loaded: u64 = content
                 .tensor_infos

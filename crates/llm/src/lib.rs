@@ -1,7 +1,7 @@
 //! Local text generation on a GGUF file: no network, tokens streamed as they are produced,
 //! output optionally held to a JSON schema (llguidance), so a small model's answer always parses.
-//! Qwen2 and Llama models run on Quire's own speculative decoder (`decoder`); other
-//! architectures and the Metal build run on mistral.rs.
+//! Qwen2 and Llama models run on Quire's own speculative decoder (`decoder`), on the CPU or a
+//! GPU; other architectures run on mistral.rs.
 
 pub mod decoder;
 mod footprint;

@@ -12,8 +12,8 @@ use crate::{
     OWN_DECODER_ARCHITECTURES,
 };
 
-/// The answer model: Quire's own decoder (speculative, on the CPU) for the architectures it
-/// runs, mistral.rs for the others and for the Metal build.
+/// The answer model: Quire's own decoder (speculative, on the CPU or a GPU) for the
+/// architectures it runs, mistral.rs for the others.
 pub struct Llm {
     backend: Backend,
     path: PathBuf,
@@ -34,14 +34,15 @@ impl Llm {
     }
 
     /// Loads the target and, if given, a draft model sharing its tokenizer. Qwen2 and Llama
-    /// GGUFs run on Quire's decoder (CPU); other architectures, and every model in the Metal
-    /// build, run on mistral.rs without speculation.
+    /// GGUFs run on Quire's speculative decoder (on the GPU where the build and the machine
+    /// have one: `decoder::Placement::best`); other architectures run on mistral.rs without
+    /// speculation.
     pub async fn load_with_draft(gguf: &Path, draft: Option<&Path>) -> Result<Llm> {
         if !gguf.is_file() {
             bail!("no model file at {}", gguf.display());
         }
         let architecture = ModelFootprint::of_gguf(gguf)?.architecture;
-        if cfg!(not(feature = "metal")) && OWN_DECODER_ARCHITECTURES.contains(&architecture.as_str()) {
+        if OWN_DECODER_ARCHITECTURES.contains(&architecture.as_str()) {
             let (target, draft) = (gguf.to_path_buf(), draft.map(Path::to_path_buf));
             let decoder = blocking(move || decoder::Decoder::load(&target, draft.as_deref()))
                 .await
@@ -58,11 +59,24 @@ impl Llm {
     /// Which engine runs the model, and with what draft.
     pub fn describe(&self) -> String {
         match &self.backend {
-            Backend::Own { decoder, .. } => match decoder.draft_path() {
-                Some(d) => format!("Quire decoder, speculative with draft {}", d.display()),
-                None => "Quire decoder, speculative (grammar and prompt drafts)".into(),
-            },
+            Backend::Own { decoder, .. } => {
+                let on = decoder.placement().name();
+                match decoder.draft_path() {
+                    Some(d) => format!("Quire decoder on {on}, speculative with draft {}", d.display()),
+                    None => format!("Quire decoder on {on}, speculative (grammar and prompt drafts)"),
+                }
+            }
             Backend::Mistral(_) => "mistral.rs".into(),
+        }
+    }
+
+    /// Where the model runs, for people: "CPU", "CUDA GPU", "Metal GPU" (mistral.rs runs on
+    /// the CPU but in the Metal build).
+    pub fn runs_on(&self) -> &'static str {
+        match &self.backend {
+            Backend::Own { decoder, .. } => decoder.placement().name(),
+            Backend::Mistral(_) if cfg!(feature = "metal") => "Metal GPU",
+            Backend::Mistral(_) => "CPU",
         }
     }
 
@@ -82,8 +96,8 @@ impl Llm {
         // mistral.rs looks for files under `model_id` when it is an existing folder and never
         // asks a hub for them; the hub token source is set to none so nothing is read or sent.
         let builder = GgufModelBuilder::new(dir.to_string_lossy(), vec![file.to_string()]);
-        // The CPU everywhere but in the Metal build (macOS bundle), which uses the GPU.
-        #[cfg(not(feature = "metal"))]
+        // The CPU everywhere but in the GPU builds (Metal for the macOS bundle, CUDA).
+        #[cfg(not(any(feature = "metal", feature = "cuda")))]
         let builder = builder.with_force_cpu();
         let mut builder = builder.with_token_source(mistralrs::TokenSource::None).with_max_num_seqs(1);
         if std::env::var_os("QUIRE_LLM_LOG").is_some() {
@@ -94,6 +108,16 @@ impl Llm {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Processes the prompt start that every reply to `system` with a user turn beginning
+    /// `user_start` shares, and keeps it for the first reply (`Decoder::warm`); mistral.rs keeps
+    /// no prompt, so there it does nothing. Returns the tokens processed.
+    pub async fn warm(&self, system: &str, user_start: &str) -> Result<usize> {
+        match self.decoder() {
+            Some(decoder) => in_place(|| decoder.warm(system, user_start)),
+            None => Ok(0),
+        }
     }
 
     /// How many tokens `text` is to this model, where the runner can tell (Quire's decoder,

@@ -5,6 +5,10 @@ import type { ModelChoice } from "./ModelChoice";
 
 export type AppStatus = { home: string, collection: string, collections: Array<string>, engine: EngineState, documents: Array<DocumentRecord>, target_model: ModelChoice, draft_model: ModelChoice, model_loaded: boolean, 
 /**
+ * Where the loaded answer model runs: "CPU", "CUDA GPU" or "Metal GPU".
+ */
+model_runs_on: string | null, 
+/**
  * The answer model is being loaded at start (preloading is on and it is not in memory yet);
  * with preloading off it loads with the first question.
  */

@@ -28,19 +28,23 @@ use costs::{Choice, Costs};
 
 mod attention;
 mod costs;
+mod device;
 mod drafting;
 mod kernels;
+mod network;
 mod prompt_cache;
 mod sampling;
 mod text;
 mod transformer;
 mod weights;
 
+pub use device::{DeviceCache, DeviceTransformer};
 pub use drafting::{lookup, DraftSource, SOURCES};
 pub use kernels::kernel_name;
+pub use network::{Cache, Network, Placement};
 pub use sampling::{argmax, probabilities, sample};
 pub use text::ChatText;
-pub use transformer::{Config, KvCache, Transformer};
+pub use transformer::{open_gguf, Config, KvCache, Transformer};
 pub(crate) use weights::widened_to_q8_0;
 
 /// How (and whether) to speculate.
@@ -164,8 +168,9 @@ pub struct Decoded {
 }
 
 pub struct Decoder {
-    target: Transformer,
-    draft: Option<Transformer>,
+    target: Network,
+    draft: Option<Network>,
+    placement: Placement,
     text: ChatText,
     grammar: Arc<ParserFactory>,
     target_path: PathBuf,
@@ -193,7 +198,7 @@ struct Draft {
 struct Run {
     tokens: Vec<u32>,
     prompt_len: usize,
-    cache: KvCache,
+    cache: Cache,
     matcher: Option<Matcher>,
     rng: StdRng,
     temperature: Option<f32>,
@@ -202,11 +207,17 @@ struct Run {
 
 impl Decoder {
     /// Loads the target (and the draft, which must share its tokenizer) from GGUF files, each
-    /// header read once.
+    /// header read once, onto the machine's GPU where this build and the machine have one, else
+    /// for the CPU kernels (`Placement::best`).
     pub fn load(target: &Path, draft: Option<&Path>) -> Result<Decoder> {
+        Decoder::load_on(target, draft, Placement::best())
+    }
+
+    /// `load`, the networks placed as `placement` says.
+    pub fn load_on(target: &Path, draft: Option<&Path>, placement: Placement) -> Result<Decoder> {
         let (content, mut reader) = transformer::open_gguf(target)?;
         let text = ChatText::from_gguf(target, &content)?;
-        let target_model = Transformer::from_gguf(target, &content, &mut reader)?;
+        let target_model = Network::load(target, &content, &mut reader, &placement)?;
         let draft_model = match draft {
             Some(path) => {
                 let (content, mut reader) = transformer::open_gguf(path)?;
@@ -218,11 +229,11 @@ impl Decoder {
                         target.display()
                     );
                 }
-                Some(Transformer::from_gguf(path, &content, &mut reader)?)
+                Some(Network::load(path, &content, &mut reader, &placement)?)
             }
             None => None,
         };
-        let grammar = text.grammar_factory(target_model.config.vocab)?;
+        let grammar = text.grammar_factory(target_model.config().vocab)?;
         Ok(Decoder {
             target: target_model,
             draft: draft_model,
@@ -231,13 +242,50 @@ impl Decoder {
             target_path: target.to_path_buf(),
             draft_path: draft.map(Path::to_path_buf),
             prompt_cache: Default::default(),
+            placement,
         })
+    }
+
+    /// Where the networks run.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// The target network (for tests that compare placements).
+    pub fn target(&self) -> &Network {
+        &self.target
     }
 
     /// How many tokens of the last prompt are kept processed for the next one that begins the
     /// same way, and the bytes of memory they hold.
     pub fn kept_prompt(&self) -> (usize, usize) {
         self.prompt_cache.kept()
+    }
+
+    /// Processes the start that every prompt of `system` whose user turn begins with
+    /// `user_start` shares (the chat template, the instructions, the turn's fixed opening) and
+    /// keeps it, so the first question after loading waits only for its own tokens. Does
+    /// nothing when a prompt is kept already. Returns how many tokens it processed.
+    ///
+    /// The tokens processed are those two prompts with different text after `user_start`
+    /// share (where the tokenizer merges the end of `user_start` with what follows, that end
+    /// is left out). Exact like every kept prompt: the next prompt reuses only the tokens it
+    /// shares with this one (`prompt_cache`).
+    pub fn warm(&self, system: &str, user_start: &str) -> Result<usize> {
+        if self.prompt_cache.kept().0 > 0 {
+            return Ok(0);
+        }
+        let one = self.text.prompt(system, &format!("{user_start}a"))?;
+        let other = self.text.prompt(system, &format!("{user_start}7"))?;
+        let shared = one.iter().zip(&other).take_while(|(a, b)| a == b).count();
+        let prompt = &one[..shared];
+        if prompt.is_empty() {
+            return Ok(0);
+        }
+        let mut cache = self.target.new_cache(prompt.len())?;
+        self.target.forward(prompt, &mut cache, prompt.len())?;
+        self.prompt_cache.keep(prompt, cache);
+        Ok(prompt.len())
     }
 
     /// Forgets the kept prompt: the next one is processed from its first token.
@@ -331,25 +379,25 @@ impl Decoder {
         speculation: &Speculation,
         on_prompt: &mut dyn FnMut(usize, usize),
         stop: &dyn Fn() -> bool,
-    ) -> Result<(Vec<u32>, KvCache, usize)> {
+    ) -> Result<(Vec<u32>, Cache, usize)> {
         const PREFILL_BLOCK: usize = 256;
         let prompt = self.text.prompt(&request.system, &request.user)?;
         if prompt.is_empty() {
             bail!("the prompt is empty");
         }
         let capacity = prompt.len() + request.max_tokens + speculation.max_free.max(speculation.max_k) + 2;
-        if capacity > self.target.config.context {
+        if capacity > self.target.config().context {
             bail!(
                 "the prompt ({} tokens) and reply ({} tokens) exceed the model's context of {} tokens; ask with fewer passages",
                 prompt.len(),
                 request.max_tokens,
-                self.target.config.context
+                self.target.config().context
             );
         }
         // Rounded up, so the next prompt of about this length fits the same buffers.
-        let room = capacity.next_multiple_of(PREFILL_BLOCK).min(self.target.config.context);
+        let room = capacity.next_multiple_of(PREFILL_BLOCK).min(self.target.config().context);
         let total = prompt.len();
-        let (mut cache, reused) = self.prompt_cache.start(&self.target, &prompt[..total - 1], room);
+        let (mut cache, reused) = self.prompt_cache.start(&self.target, &prompt[..total - 1], room)?;
         on_prompt(reused, total);
         let mut done = reused;
         for block in prompt[reused..total - 1].chunks(PREFILL_BLOCK) {
@@ -370,13 +418,13 @@ impl Decoder {
         &self,
         request: &GenerationRequest,
         prompt: &[u32],
-        cache: KvCache,
+        cache: Cache,
         started: Instant,
         speculation: &Speculation,
         seed: u64,
         mut on_text: impl FnMut(&str),
         stop: impl Fn() -> bool,
-    ) -> Result<(Decoded, KvCache)> {
+    ) -> Result<(Decoded, Cache)> {
         let prompt_done = started.elapsed();
         let matcher = match &request.schema {
             Some(schema) => {
@@ -441,7 +489,7 @@ impl Decoder {
         stats: &mut SpeculationStats,
         on_step: &mut dyn FnMut(&Run) -> Result<bool>,
     ) -> Result<String> {
-        let vocab = self.target.config.vocab;
+        let vocab = self.target.config().vocab;
         // Grammar drafts start at full length (they are almost always right); lookup and model
         // drafts start short and grow with acceptance: a rejected token costs a token's compute.
         let mut controls = [
@@ -451,7 +499,7 @@ impl Decoder {
         ];
         let mut power = PowerState::UNKNOWN;
         let mut throttle = Throttle::for_state(power);
-        let mut draft_cache: Option<(KvCache, Vec<u32>)> = None;
+        let mut draft_cache: Option<(Cache, Vec<u32>)> = None;
         let mut costs = Costs::default();
         let mut pending = *run.tokens.last().expect("prompt is not empty");
 
@@ -472,7 +520,9 @@ impl Decoder {
                 Next::Mask(mask) => Some(mask),
             };
 
-            let budget = max_tokens - generated - 1;
+            // Where wider passes would change a token's logits, no more drafts than fit one.
+            let widest = self.target.widest_verify().unwrap_or(usize::MAX);
+            let budget = (max_tokens - generated - 1).min(widest - 1);
             let step_started = Instant::now();
             let mut choice = Choice::Grammar;
             let drafts = if speculation.enabled && throttle.free_drafts && budget > 0 {
@@ -613,7 +663,7 @@ impl Decoder {
         speculation: &Speculation,
         controls: &mut [drafting::SourceControl; 3],
         throttle: Throttle,
-        draft_cache: &mut Option<(KvCache, Vec<u32>)>,
+        draft_cache: &mut Option<(Cache, Vec<u32>)>,
         generated: usize,
         budget: usize,
         stats: &mut SpeculationStats,
@@ -705,19 +755,20 @@ impl Decoder {
         speculation: &Speculation,
         context: &[u32],
         k: usize,
-        draft_cache: &mut Option<(KvCache, Vec<u32>)>,
+        draft_cache: &mut Option<(Cache, Vec<u32>)>,
         drafts: &mut Vec<Draft>,
         stats: &mut SpeculationStats,
     ) -> Result<usize> {
         let model = self.draft.as_ref().expect("checked by the caller");
-        let vocab = model.config.vocab.min(self.target.config.vocab);
+        let vocab = model.config().vocab.min(self.target.config().vocab);
         // The draft sees the latest `draft_context` tokens of the reply's context, from a fixed
         // origin so its cache stays valid from step to step.
         let origin = run.prompt_len.saturating_sub(speculation.draft_context);
-        let (cache, fed) = draft_cache.get_or_insert_with(|| {
+        if draft_cache.is_none() {
             let capacity = (run.cache.capacity() - origin).max(16);
-            (model.new_cache(capacity), Vec::new())
-        });
+            *draft_cache = Some((model.new_cache(capacity)?, Vec::new()));
+        }
+        let (cache, fed) = draft_cache.as_mut().expect("made above");
         let wanted = &context[origin..];
         // At least the last token is fed again: its logits start the draft.
         let common = fed.iter().zip(wanted).take_while(|(a, b)| a == b).count().min(wanted.len() - 1);
@@ -754,7 +805,7 @@ impl Decoder {
                 break;
             }
             // Sampled drafts keep their distribution for the rejection rule.
-            let q = temperature.is_some().then(|| pad(p, self.target.config.vocab));
+            let q = temperature.is_some().then(|| pad(p, self.target.config().vocab));
             if let Some(m) = run.matcher.as_mut() {
                 m.consume_token(token).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
                 consumed += 1;

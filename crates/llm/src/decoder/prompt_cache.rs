@@ -9,7 +9,9 @@
 
 use std::sync::Mutex;
 
-use super::transformer::{KvCache, Transformer};
+use anyhow::Result;
+
+use super::network::{Cache, Network};
 
 #[derive(Default)]
 pub(super) struct PromptCache {
@@ -19,26 +21,26 @@ pub(super) struct PromptCache {
 struct Kept {
     /// The tokens whose keys and values fill the cache's first positions.
     tokens: Vec<u32>,
-    cache: KvCache,
+    cache: Cache,
 }
 
 impl PromptCache {
     /// A cache with room for `capacity` positions that holds the longest start of `tokens` the
     /// kept prompt has processed, and how many tokens that is. The kept prompt is taken: a
     /// reply running beside this one starts afresh.
-    pub(super) fn start(&self, target: &Transformer, tokens: &[u32], capacity: usize) -> (KvCache, usize) {
+    pub(super) fn start(&self, target: &Network, tokens: &[u32], capacity: usize) -> Result<(Cache, usize)> {
         let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner()).take();
         let Some(Kept { tokens: old, mut cache }) = kept else {
-            return (target.new_cache(capacity), 0);
+            return Ok((target.new_cache(capacity)?, 0));
         };
         let shared = old.iter().zip(tokens).take_while(|(a, b)| a == b).count().min(cache.len());
         cache.truncate(shared);
-        (cache.with_room(capacity), shared)
+        Ok((cache.with_room(capacity)?, shared))
     }
 
     /// Keeps `cache`, whose first positions hold `tokens` (what comes after them is cut off),
     /// for the next prompt.
-    pub(super) fn keep(&self, tokens: &[u32], mut cache: KvCache) {
+    pub(super) fn keep(&self, tokens: &[u32], mut cache: Cache) {
         cache.truncate(tokens.len());
         let tokens = tokens[..cache.len()].to_vec();
         *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(Kept { tokens, cache });

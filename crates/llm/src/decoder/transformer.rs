@@ -135,6 +135,57 @@ impl KvCache {
     }
 }
 
+impl Config {
+    /// The network's shape from a GGUF file's metadata (`path` names the file in errors);
+    /// `vocab` is 0 until the output matrix is read.
+    pub fn read(path: &Path, content: &Content) -> Result<Config> {
+        let architecture = metadata(content, "general.architecture")?.to_string()?.clone();
+        let rope_halves = match architecture.as_str() {
+            "qwen2" => true,
+            "llama" => false,
+            other => bail!("Quire's decoder runs qwen2 and llama models; {} is {other}", path.display()),
+        };
+        let key = |name: &str| format!("{architecture}.{name}");
+        let hidden = metadata_usize(content, &key("embedding_length"))?;
+        let heads = metadata_usize(content, &key("attention.head_count"))?;
+        Ok(Config {
+            layers: metadata_usize(content, &key("block_count"))?,
+            hidden,
+            heads,
+            kv_heads: metadata_usize(content, &key("attention.head_count_kv")).unwrap_or(heads),
+            head_dim: hidden / heads,
+            vocab: 0,
+            context: metadata_usize(content, &key("context_length")).unwrap_or(4096),
+            rope_base: content.metadata.get(&key("rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10_000.0),
+            rope_halves,
+            norm_eps: metadata(content, &key("attention.layer_norm_rms_epsilon"))?.to_f32()?,
+            architecture,
+        })
+    }
+
+    /// The rotary embedding's frequency of each pair of a head's dimensions.
+    pub fn inv_freq(&self) -> Vec<f32> {
+        let d = self.head_dim;
+        (0..d / 2).map(|i| 1.0 / self.rope_base.powf(2.0 * i as f32 / d as f32)).collect()
+    }
+}
+
+/// The rotary embedding's cosines and sines for positions `start..start + m`, `inv_freq.len()`
+/// of each per position.
+pub(super) fn rope_tables(inv_freq: &[f32], start: usize, m: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut cos = Vec::with_capacity(m * inv_freq.len());
+    let mut sin = Vec::with_capacity(m * inv_freq.len());
+    for t in 0..m {
+        let position = (start + t) as f32;
+        for &f in inv_freq {
+            let angle = position * f;
+            cos.push(angle.cos());
+            sin.push(angle.sin());
+        }
+    }
+    (cos, sin)
+}
+
 fn metadata<'a>(content: &'a Content, key: &str) -> Result<&'a Value> {
     content.metadata.get(key).with_context(|| format!("the model file has no {key}"))
 }
@@ -162,22 +213,7 @@ impl Transformer {
 
     /// Loads the weights `content` lists from `reader` (`path` names the file in errors).
     pub fn from_gguf(path: &Path, content: &Content, reader: &mut BufReader<File>) -> Result<Transformer> {
-        let architecture = metadata(content, "general.architecture")?.to_string()?.clone();
-        let rope_halves = match architecture.as_str() {
-            "qwen2" => true,
-            "llama" => false,
-            other => bail!("Quire's decoder runs qwen2 and llama models; {} is {other}", path.display()),
-        };
-        let key = |name: &str| format!("{architecture}.{name}");
-        let hidden = metadata_usize(content, &key("embedding_length"))?;
-        let heads = metadata_usize(content, &key("attention.head_count"))?;
-        let kv_heads = metadata_usize(content, &key("attention.head_count_kv")).unwrap_or(heads);
-        let rope_base = content.metadata.get(&key("rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10_000.0);
-        let norm_eps = metadata(content, &key("attention.layer_norm_rms_epsilon"))?.to_f32()?;
-        let layers_count = metadata_usize(content, &key("block_count"))?;
-        let context = metadata_usize(content, &key("context_length")).unwrap_or(4096);
-        let head_dim = hidden / heads;
-
+        let mut config = Config::read(path, content)?;
         let matrix = |name: &str, reader: &mut BufReader<File>| weights::load(content, reader, name);
         let embedding = matrix("token_embd.weight", reader)?;
         let output = if content.tensor_infos.contains_key("output.weight") {
@@ -185,8 +221,8 @@ impl Transformer {
         } else {
             None
         };
-        let mut layers = Vec::with_capacity(layers_count);
-        for i in 0..layers_count {
+        let mut layers = Vec::with_capacity(config.layers);
+        for i in 0..config.layers {
             let name = |n: &str| format!("blk.{i}.{n}");
             let bias = |n: &str, reader: &mut BufReader<File>| -> Result<Option<Vec<f32>>> {
                 let n = name(n);
@@ -215,21 +251,8 @@ impl Transformer {
             });
         }
         let final_norm = weights::load_vector(content, reader, "output_norm.weight")?;
-        let vocab = output.as_ref().unwrap_or(&embedding).rows;
-        let inv_freq = (0..head_dim / 2).map(|i| 1.0 / rope_base.powf(2.0 * i as f32 / head_dim as f32)).collect();
-        let config = Config {
-            architecture,
-            layers: layers_count,
-            hidden,
-            heads,
-            kv_heads,
-            head_dim,
-            vocab,
-            context,
-            rope_base,
-            rope_halves,
-            norm_eps,
-        };
+        config.vocab = output.as_ref().unwrap_or(&embedding).rows;
+        let inv_freq = config.inv_freq();
         Ok(Transformer { config, embedding, layers, final_norm, output, inv_freq })
     }
 
@@ -266,7 +289,7 @@ impl Transformer {
             }
             self.embedding.row(token as usize, &mut x[t * hidden..(t + 1) * hidden]);
         }
-        let (cos, sin) = self.rope_tables(start, m);
+        let (cos, sin) = rope_tables(&self.inv_freq, start, m);
 
         let mut normed = vec![0f32; m * hidden];
         let mut q = vec![0f32; m * q_dim];
@@ -337,21 +360,6 @@ impl Transformer {
         let mut logits = vec![0f32; wanted * c.vocab];
         self.output.as_ref().unwrap_or(&self.embedding).matmul(&last, wanted, &mut logits);
         Ok(logits)
-    }
-
-    fn rope_tables(&self, start: usize, m: usize) -> (Vec<f32>, Vec<f32>) {
-        let half = self.config.head_dim / 2;
-        let mut cos = Vec::with_capacity(m * half);
-        let mut sin = Vec::with_capacity(m * half);
-        for t in 0..m {
-            let position = (start + t) as f32;
-            for &f in &self.inv_freq {
-                let angle = position * f;
-                cos.push(angle.cos());
-                sin.push(angle.sin());
-            }
-        }
-        (cos, sin)
     }
 
     /// Causal attention of the batch's queries over the cache. One task per (token, KV head)

@@ -1,0 +1,160 @@
+//! The forward pass the speculative loop drives, wherever it runs: Quire's CPU kernels
+//! (`transformer`, the fastest on a CPU) or candle's tensors on a GPU (`device`). Grammar
+//! drafts, prompt lookup, the draft model, adaptive K and the thermal back-off sit above this
+//! and do not know which.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use candle_core::quantized::gguf_file::Content;
+use candle_core::Device;
+
+use super::device::{DeviceCache, DeviceTransformer};
+use super::transformer::{Config, KvCache, Transformer};
+
+/// Where the decoder's network runs.
+#[derive(Debug, Clone)]
+pub enum Placement {
+    /// Quire's own CPU kernels.
+    Kernels,
+    /// candle on this device (a GPU; candle's CPU device in tests).
+    Candle(Device),
+}
+
+impl Placement {
+    /// A GPU where this build has its backend and the machine has one (Metal on Apple silicon,
+    /// CUDA where a GPU and its driver answer), else the CPU kernels. `QUIRE_DEVICE=cpu` keeps
+    /// the CPU kernels where there is a GPU; `QUIRE_DEVICE=candle-cpu` runs the GPU code on
+    /// candle's CPU device (how CI checks it without a GPU).
+    pub fn best() -> Placement {
+        match std::env::var("QUIRE_DEVICE").as_deref() {
+            Ok("cpu") => return Placement::Kernels,
+            Ok("candle-cpu") => return Placement::Candle(Device::Cpu),
+            _ => {}
+        }
+        #[cfg(feature = "metal")]
+        if let Ok(device) = Device::new_metal(0) {
+            return Placement::Candle(device);
+        }
+        #[cfg(feature = "cuda")]
+        if let Ok(device) = Device::new_cuda(0) {
+            return Placement::Candle(device);
+        }
+        Placement::Kernels
+    }
+
+    /// For people: "CPU", "CUDA GPU", "Metal GPU", or "CPU through candle (the GPU code)".
+    pub fn name(&self) -> &'static str {
+        match self {
+            Placement::Kernels => "CPU",
+            Placement::Candle(Device::Cuda(_)) => "CUDA GPU",
+            Placement::Candle(Device::Metal(_)) => "Metal GPU",
+            Placement::Candle(Device::Cpu) => "CPU through candle (the GPU code)",
+        }
+    }
+}
+
+pub enum Network {
+    Cpu(Transformer),
+    Device(DeviceTransformer),
+}
+
+/// A reply's keys and values, of the network that made it.
+#[derive(Clone)]
+pub enum Cache {
+    Cpu(KvCache),
+    Device(DeviceCache),
+}
+
+impl Network {
+    pub fn load(
+        path: &Path,
+        content: &Content,
+        reader: &mut BufReader<File>,
+        placement: &Placement,
+    ) -> Result<Network> {
+        Ok(match placement {
+            Placement::Kernels => Network::Cpu(Transformer::from_gguf(path, content, reader)?),
+            Placement::Candle(device) => Network::Device(DeviceTransformer::from_gguf(path, content, reader, device)?),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        match self {
+            Network::Cpu(t) => &t.config,
+            Network::Device(t) => &t.config,
+        }
+    }
+
+    /// The most tokens one verify pass may hold (drafts and the token before them) and still
+    /// give each the logits it gets alone; `None`: any number.
+    pub fn widest_verify(&self) -> Option<usize> {
+        match self {
+            Network::Cpu(_) => None,
+            Network::Device(t) => t.widest_verify(),
+        }
+    }
+
+    pub fn new_cache(&self, capacity: usize) -> Result<Cache> {
+        Ok(match self {
+            Network::Cpu(t) => Cache::Cpu(t.new_cache(capacity)),
+            Network::Device(t) => Cache::Device(t.new_cache(capacity)?),
+        })
+    }
+
+    /// Runs `tokens` after the cache's positions, appends their keys and values, and returns
+    /// the logits of the tokens from index `logits_from` on (`vocab` floats each).
+    pub fn forward(&self, tokens: &[u32], cache: &mut Cache, logits_from: usize) -> Result<Vec<f32>> {
+        match (self, cache) {
+            (Network::Cpu(t), Cache::Cpu(c)) => t.forward(tokens, c, logits_from),
+            (Network::Device(t), Cache::Device(c)) => t.forward(tokens, c, logits_from),
+            _ => bail!("a cache of another network was handed to this one"),
+        }
+    }
+}
+
+impl Cache {
+    pub fn len(&self) -> usize {
+        match self {
+            Cache::Cpu(c) => c.len(),
+            Cache::Device(c) => c.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        match self {
+            Cache::Cpu(c) => c.capacity(),
+            Cache::Device(c) => c.capacity,
+        }
+    }
+
+    /// Forgets every position from `len` on.
+    pub fn truncate(&mut self, len: usize) {
+        match self {
+            Cache::Cpu(c) => c.truncate(len),
+            Cache::Device(c) => c.len = c.len.min(len),
+        }
+    }
+
+    /// This cache with room for `capacity` positions, its positions kept.
+    pub fn with_room(self, capacity: usize) -> Result<Cache> {
+        Ok(match self {
+            Cache::Cpu(c) => Cache::Cpu(c.with_room(capacity)),
+            Cache::Device(c) => Cache::Device(c.with_room(capacity)?),
+        })
+    }
+
+    /// Bytes of memory (device memory, for a device's cache) the cache holds.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Cache::Cpu(c) => c.bytes(),
+            Cache::Device(c) => c.bytes(),
+        }
+    }
+}
