@@ -71,11 +71,12 @@ impl Llm {
     }
 
     /// Where the model runs, for people: "CPU", "CUDA GPU", "Metal GPU" (mistral.rs runs on
-    /// the CPU but in the Metal build).
+    /// the CPU but in the GPU builds: `load_mistral`).
     pub fn runs_on(&self) -> &'static str {
         match &self.backend {
             Backend::Own { decoder, .. } => decoder.placement().name(),
             Backend::Mistral(_) if cfg!(feature = "metal") => "Metal GPU",
+            Backend::Mistral(_) if cfg!(feature = "cuda") => "CUDA GPU",
             Backend::Mistral(_) => "CPU",
         }
     }

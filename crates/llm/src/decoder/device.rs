@@ -23,23 +23,10 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Tensor};
 
-use super::transformer::{rope_tables, Config};
+use super::transformer::{rope_tables, Block, Config};
 use super::weights::{self, Matrix};
 
-struct Layer {
-    attn_norm: Tensor,
-    q: QMatMul,
-    k: QMatMul,
-    v: QMatMul,
-    q_bias: Option<Tensor>,
-    k_bias: Option<Tensor>,
-    v_bias: Option<Tensor>,
-    o: QMatMul,
-    ffn_norm: Tensor,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
-}
+type Layer = Block<QMatMul, Tensor>;
 
 pub struct DeviceTransformer {
     pub config: Config,
@@ -137,32 +124,8 @@ impl DeviceTransformer {
             if content.tensor_infos.contains_key("output.weight") { "output.weight" } else { "token_embd.weight" };
         let output = matrix(output_name, reader)?;
         config.vocab = content.tensor_infos[output_name].shape.dims()[0];
-        let mut layers = Vec::with_capacity(config.layers);
-        for i in 0..config.layers {
-            let name = |n: &str| format!("blk.{i}.{n}");
-            let bias = |n: &str, reader: &mut BufReader<File>| -> Result<Option<Tensor>> {
-                let n = name(n);
-                if content.tensor_infos.contains_key(&n) {
-                    Ok(Some(vector(&n, reader)?))
-                } else {
-                    Ok(None)
-                }
-            };
-            layers.push(Layer {
-                attn_norm: vector(&name("attn_norm.weight"), reader)?,
-                q: matrix(&name("attn_q.weight"), reader)?,
-                k: matrix(&name("attn_k.weight"), reader)?,
-                v: matrix(&name("attn_v.weight"), reader)?,
-                q_bias: bias("attn_q.bias", reader)?,
-                k_bias: bias("attn_k.bias", reader)?,
-                v_bias: bias("attn_v.bias", reader)?,
-                o: matrix(&name("attn_output.weight"), reader)?,
-                ffn_norm: vector(&name("ffn_norm.weight"), reader)?,
-                gate: matrix(&name("ffn_gate.weight"), reader)?,
-                up: matrix(&name("ffn_up.weight"), reader)?,
-                down: matrix(&name("ffn_down.weight"), reader)?,
-            });
-        }
+        let layers =
+            (0..config.layers).map(|i| Layer::read(content, i, reader, matrix, vector)).collect::<Result<Vec<_>>>()?;
         let final_norm = vector("output_norm.weight", reader)?;
         let (kv_dtype, fixed_width) = match device {
             Device::Cpu => (DType::F32, None),

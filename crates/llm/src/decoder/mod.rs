@@ -170,7 +170,6 @@ pub struct Decoded {
 pub struct Decoder {
     target: Network,
     draft: Option<Network>,
-    placement: Placement,
     text: ChatText,
     grammar: Arc<ParserFactory>,
     target_path: PathBuf,
@@ -242,13 +241,12 @@ impl Decoder {
             target_path: target.to_path_buf(),
             draft_path: draft.map(Path::to_path_buf),
             prompt_cache: Default::default(),
-            placement,
         })
     }
 
     /// Where the networks run.
-    pub fn placement(&self) -> &Placement {
-        &self.placement
+    pub fn placement(&self) -> Placement {
+        self.target.placement()
     }
 
     /// The target network (for tests that compare placements).
@@ -502,6 +500,8 @@ impl Decoder {
         let mut draft_cache: Option<(Cache, Vec<u32>)> = None;
         let mut costs = Costs::default();
         let mut pending = *run.tokens.last().expect("prompt is not empty");
+        // Where wider passes would change a token's logits, no more drafts than fit one.
+        let widest = self.target.widest_verify().unwrap_or(usize::MAX);
 
         loop {
             let generated = run.tokens.len() - run.prompt_len;
@@ -520,8 +520,6 @@ impl Decoder {
                 Next::Mask(mask) => Some(mask),
             };
 
-            // Where wider passes would change a token's logits, no more drafts than fit one.
-            let widest = self.target.widest_verify().unwrap_or(usize::MAX);
             let budget = (max_tokens - generated - 1).min(widest - 1);
             let step_started = Instant::now();
             let mut choice = Choice::Grammar;

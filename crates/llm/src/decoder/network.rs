@@ -81,6 +81,14 @@ impl Network {
         })
     }
 
+    /// Where this network runs.
+    pub fn placement(&self) -> Placement {
+        match self {
+            Network::Cpu(_) => Placement::Kernels,
+            Network::Device(t) => Placement::Candle(t.device().clone()),
+        }
+    }
+
     pub fn config(&self) -> &Config {
         match self {
             Network::Cpu(t) => &t.config,

@@ -33,20 +33,60 @@ pub struct Config {
     pub norm_eps: f32,
 }
 
-struct Layer {
-    attn_norm: Vec<f32>,
-    q: Matrix,
-    k: Matrix,
-    v: Matrix,
-    q_bias: Option<Vec<f32>>,
-    k_bias: Option<Vec<f32>>,
-    v_bias: Option<Vec<f32>>,
-    o: Matrix,
-    ffn_norm: Vec<f32>,
-    gate: Matrix,
-    up: Matrix,
-    down: Matrix,
+/// One block's weights, as the network that runs them holds matrices (`M`) and vectors (`V`):
+/// plain Rust here, candle tensors in `device`.
+pub(super) struct Block<M, V> {
+    pub attn_norm: V,
+    pub q: M,
+    pub k: M,
+    pub v: M,
+    pub q_bias: Option<V>,
+    pub k_bias: Option<V>,
+    pub v_bias: Option<V>,
+    pub o: M,
+    pub ffn_norm: V,
+    pub gate: M,
+    pub up: M,
+    pub down: M,
 }
+
+impl<M, V> Block<M, V> {
+    /// Block `i`'s tensors of the file `content` describes, read from `reader` by `matrix` and
+    /// `vector` (the biases only where the file has them).
+    pub(super) fn read<R>(
+        content: &Content,
+        i: usize,
+        reader: &mut R,
+        matrix: impl Fn(&str, &mut R) -> Result<M>,
+        vector: impl Fn(&str, &mut R) -> Result<V>,
+    ) -> Result<Block<M, V>> {
+        let name = |n: &str| format!("blk.{i}.{n}");
+        let bias = |n: &str, reader: &mut R| -> Result<Option<V>> {
+            let n = name(n);
+            if content.tensor_infos.contains_key(&n) {
+                Ok(Some(vector(&n, reader)?))
+            } else {
+                Ok(None)
+            }
+        };
+        Ok(Block {
+            attn_norm: vector(&name("attn_norm.weight"), reader)?,
+            q: matrix(&name("attn_q.weight"), reader)?,
+            k: matrix(&name("attn_k.weight"), reader)?,
+            v: matrix(&name("attn_v.weight"), reader)?,
+            q_bias: bias("attn_q.bias", reader)?,
+            k_bias: bias("attn_k.bias", reader)?,
+            v_bias: bias("attn_v.bias", reader)?,
+            o: matrix(&name("attn_output.weight"), reader)?,
+            ffn_norm: vector(&name("ffn_norm.weight"), reader)?,
+            gate: matrix(&name("ffn_gate.weight"), reader)?,
+            up: matrix(&name("ffn_up.weight"), reader)?,
+            down: matrix(&name("ffn_down.weight"), reader)?,
+        })
+    }
+}
+
+type Layer = Block<Matrix, Vec<f32>>;
 
 pub struct Transformer {
     pub config: Config,
@@ -221,35 +261,9 @@ impl Transformer {
         } else {
             None
         };
-        let mut layers = Vec::with_capacity(config.layers);
-        for i in 0..config.layers {
-            let name = |n: &str| format!("blk.{i}.{n}");
-            let bias = |n: &str, reader: &mut BufReader<File>| -> Result<Option<Vec<f32>>> {
-                let n = name(n);
-                if content.tensor_infos.contains_key(&n) {
-                    Ok(Some(weights::load_vector(content, reader, &n)?))
-                } else {
-                    Ok(None)
-                }
-            };
-            let q_bias = bias("attn_q.bias", reader)?;
-            let k_bias = bias("attn_k.bias", reader)?;
-            let v_bias = bias("attn_v.bias", reader)?;
-            layers.push(Layer {
-                attn_norm: weights::load_vector(content, reader, &name("attn_norm.weight"))?,
-                q: matrix(&name("attn_q.weight"), reader)?,
-                k: matrix(&name("attn_k.weight"), reader)?,
-                v: matrix(&name("attn_v.weight"), reader)?,
-                q_bias,
-                k_bias,
-                v_bias,
-                o: matrix(&name("attn_output.weight"), reader)?,
-                ffn_norm: weights::load_vector(content, reader, &name("ffn_norm.weight"))?,
-                gate: matrix(&name("ffn_gate.weight"), reader)?,
-                up: matrix(&name("ffn_up.weight"), reader)?,
-                down: matrix(&name("ffn_down.weight"), reader)?,
-            });
-        }
+        let vector = |name: &str, reader: &mut BufReader<File>| weights::load_vector(content, reader, name);
+        let layers =
+            (0..config.layers).map(|i| Layer::read(content, i, reader, matrix, vector)).collect::<Result<Vec<_>>>()?;
         let final_norm = weights::load_vector(content, reader, "output_norm.weight")?;
         config.vocab = output.as_ref().unwrap_or(&embedding).rows;
         let inv_freq = config.inv_freq();
