@@ -19,25 +19,16 @@ PART_BYTES=$((56 * 1024 * 1024))
 
 [ -x "$BIN" ] || { echo "no CUDA build at $BIN: run bash tools/build-cuda.sh first" >&2; exit 1; }
 models=$("$CARGO_TARGET_DIR/release/quire" models | sed -n 's/^models folder: //p')
-wanted=(smollm2-135m all-minilm-l6-v2)
-[ "${1:-}" = "--default" ] && wanted+=(qwen2.5-coder-1.5b qwen2.5-coder-0.5b)
+files=(SmolLM2-135M-Instruct.Q4_1.gguf all-minilm-l6-v2)
+[ "${1:-}" = "--default" ] && files+=(qwen2.5-coder-1.5b-instruct-q4_k_m.gguf qwen2.5-coder-0.5b-instruct-q4_k_m.gguf)
 
 rm -rf .device
 mkdir -p .device/stage/home/models
 strip -o .device/stage/quire "$BIN"
 xz -6 -T0 .device/stage/quire
-for name in "${wanted[@]}"; do
-  # The model's files, found where `quire models` says each known model lives.
-  "$CARGO_TARGET_DIR/release/quire" models | grep -q "^$name .*MB" || { echo "model $name is not installed: quire models fetch $name" >&2; exit 1; }
-done
-# Known models sit in the models folder under their own names; take the folder's files that
-# belong to the wanted ones (the embedder is a folder).
-for entry in "$models"/*; do
-  base=$(basename "$entry")
-  case "$base" in
-    *SmolLM2*|all-minilm-l6-v2) cp -r "$entry" .device/stage/home/models/ ;;
-    qwen2.5-coder-1.5b-*|qwen2.5-coder-0.5b-*) [ "${1:-}" = "--default" ] && cp -r "$entry" .device/stage/home/models/ ;;
-  esac
+for f in "${files[@]}"; do
+  [ -e "$models/$f" ] || { echo "$models/$f is missing: run quire models fetch" >&2; exit 1; }
+  cp -r "$models/$f" .device/stage/home/models/
 done
 cp -r ../shared/sample-docs .device/stage/sample-docs
 tar -C .device/stage -cf .device/payload.tar .
