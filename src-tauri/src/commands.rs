@@ -7,10 +7,10 @@ use tauri::ipc::Channel;
 use tauri::{AppHandle, Emitter, Manager, State};
 
 use quire_engine::history::Exchange;
-use quire_engine::memory::{self, MemoryReading};
-use quire_engine::ModelFootprint;
+use quire_engine::memory;
 use quire_engine::Turn;
 use quire_engine::{Answer, Cancelled, Event, FileOutcome, MemoryBudget};
+use quire_engine::{ModelFootprint, Placement};
 
 use crate::ipc::*;
 use crate::settings::Settings;
@@ -310,10 +310,12 @@ pub async fn switch_collection(app: AppHandle, state: State<'_, AppState>, name:
 pub async fn installed_models(state: State<'_, AppState>) -> Reply<Vec<memory::InstalledModel>> {
     let context_tokens = state.engine_config().map_err(say)?.context_tokens();
     let dir = quire_models::models_dir().map_err(say)?;
-    let available = MemoryReading::now().machine_available_bytes;
-    tauri::async_runtime::spawn_blocking(move || memory::installed_models(&dir, context_tokens, available))
-        .await
-        .map_err(|e| e.to_string())
+    tauri::async_runtime::spawn_blocking(move || {
+        let placement = Placement::best();
+        memory::installed_models(&dir, context_tokens, memory::Room::now(&placement), &placement)
+    })
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// Picks the answer (target) and draft GGUF files; `None` keeps the default. Refuses a file that
@@ -326,13 +328,15 @@ pub async fn set_models(
     draft: Option<String>,
 ) -> Reply<SetModelsResult> {
     let mut warnings = Vec::new();
-    let available = MemoryReading::now().machine_available_bytes;
+    let placement = Placement::best();
+    let room = memory::Room::now(&placement);
     let context_tokens = state.engine_config().map_err(say)?.context_tokens();
     for (role, path) in [("answer", &target), ("draft", &draft)] {
         if let Some(p) = path {
             let path = std::path::Path::new(p);
-            let f = ModelFootprint::of_gguf(path).map_err(|e| format!("the {role} model cannot be used: {e:#}"))?;
-            warnings.extend(memory::fit_warning(role, path, &f, context_tokens, available));
+            let f = ModelFootprint::of_gguf_on(path, &placement)
+                .map_err(|e| format!("the {role} model cannot be used: {e:#}"))?;
+            warnings.extend(memory::fit_warning(role, path, &f, context_tokens, room));
         }
     }
     state

@@ -3,9 +3,9 @@ import { renderMemory } from "./memory";
 describe("memory panel", () => {
   const budget = {
     models: [
-      { role: "embedder", path: "/m/all-minilm-l6-v2", weights_bytes: 90_000_000, kv_cache_bytes: 0, loaded: true, kept_prompt_tokens: 0, kept_prompt_bytes: 0 },
-      { role: "target", path: "/m/qwen.gguf", weights_bytes: 2_000_000_000, kv_cache_bytes: 93_000_000, loaded: true, kept_prompt_tokens: 1402, kept_prompt_bytes: 80_000_000 },
-      { role: "draft", path: "/m/draft.gguf", weights_bytes: 700_000_000, kv_cache_bytes: 12_000_000, loaded: false, kept_prompt_tokens: 0, kept_prompt_bytes: 0 },
+      { role: "embedder", path: "/m/all-minilm-l6-v2", weights_bytes: 90_000_000, gpu_bytes: 0, kv_cache_bytes: 0, loaded: true, kept_prompt_tokens: 0, kept_prompt_bytes: 0 },
+      { role: "target", path: "/m/qwen.gguf", weights_bytes: 2_000_000_000, gpu_bytes: 0, kv_cache_bytes: 93_000_000, loaded: true, kept_prompt_tokens: 1402, kept_prompt_bytes: 80_000_000 },
+      { role: "draft", path: "/m/draft.gguf", weights_bytes: 700_000_000, gpu_bytes: 0, kv_cache_bytes: 12_000_000, loaded: false, kept_prompt_tokens: 0, kept_prompt_bytes: 0 },
     ],
     context_tokens: 3312,
     index_bytes: 5_000_000,
@@ -13,6 +13,7 @@ describe("memory panel", () => {
     process_rss_bytes: 2_250_000_000,
     machine_total_bytes: 24_000_000_000,
     machine_available_bytes: 20_000_000_000,
+    gpu: null,
     warnings: ["the draft model needs more"],
   };
 
@@ -45,5 +46,34 @@ describe("memory panel", () => {
     const draft = root.querySelector<HTMLElement>(".mem-models li[data-role=draft]")!;
     expect(draft.dataset.fits).toBe("false");
     expect(draft.textContent).toContain("not loaded; needs 712 MB, 500 MB free");
+  });
+
+  it("holds models on a graphics card with memory of its own against the card's free memory", () => {
+    const root = document.createElement("div");
+    const onGpu = {
+      ...budget,
+      models: [
+        budget.models[0],
+        { ...budget.models[1], weights_bytes: 150_000_000, gpu_bytes: 1_000_000_000 },
+        { ...budget.models[2], weights_bytes: 150_000_000, gpu_bytes: 400_000_000 },
+      ],
+      gpu: { name: "CUDA GPU", total_bytes: 16_000_000_000, free_bytes: 410_000_000 },
+    };
+    renderMemory(root, onGpu);
+    const lines = [...root.querySelectorAll(".mem-models li")].map((l) => l.textContent);
+    expect(lines).toEqual([
+      "Search model: all-minilm-l6-v290.0 MB in memory · in use",
+      "Answer model: qwen.gguf1.0 GB on the graphics card, 150 MB in memory · in use",
+      // 400 MB of weights and 12 MB of working memory on the card, 410 MB free there.
+      "Draft model (faster answers): draft.gguf400 MB on the graphics card, 150 MB in memory · not loaded; needs 412 MB on the graphics card, 410 MB free",
+    ]);
+    expect(root.querySelector<HTMLElement>(".mem-models li[data-role=draft]")!.dataset.fits).toBe("false");
+    expect(root.querySelector(".mem-gpu")!.textContent).toBe("Graphics card (CUDA GPU): 410 MB free of 16.0 GB");
+    expect(root.querySelector(".mem-details")!.textContent).toContain("Answer model, working memory for 3,312 tokens on the graphics card93.0 MB");
+    // The weights loaded count both places: 90 MB + 1.15 GB.
+    expect(root.querySelector("#mem-weights")!.getAttribute("data-bytes")).toBe("1240000000");
+    // Without a card of its own (the CPU, Apple silicon) the panel says nothing of one.
+    renderMemory(root, budget);
+    expect(root.querySelector(".mem-gpu")).toBeNull();
   });
 });

@@ -1,6 +1,7 @@
 // The memory panel in plain words: what Quire uses now, one line per model with whether it fits
-// (its file size as Settings shows it, and what it takes in memory), the computer's memory, and
-// the figures behind them on demand.
+// (its file size as Settings shows it, and what it takes in memory, or on the graphics card where
+// it runs on one with memory of its own), the computer's and the card's memory, and the figures
+// behind them on demand.
 import type { MemoryBudget } from "./api";
 import { el } from "./dom";
 import { fileName, formatBytes } from "./format";
@@ -14,19 +15,28 @@ const ROLE_NAMES: Record<string, string> = {
 
 /// `files`: each model file's size on disk by path (Settings' figures), where known.
 export function renderMemory(root: HTMLElement, b: MemoryBudget, files: Record<string, number> = {}): void {
-  const weights = b.models.filter((m) => m.loaded).reduce((s, m) => s + m.weights_bytes, 0);
+  const weights = b.models.filter((m) => m.loaded).reduce((s, m) => s + m.weights_bytes + m.gpu_bytes, 0);
   const models = b.models.map((m) => {
-    const needs = m.weights_bytes + m.kv_cache_bytes;
+    // A model on a graphics card with memory of its own needs room there for its weights and
+    // working memory; the rest of it (and any other model) needs the computer's.
+    const onGpu = m.gpu_bytes > 0 && b.gpu != null;
+    const needs = onGpu ? m.gpu_bytes + m.kv_cache_bytes : m.weights_bytes + m.kv_cache_bytes;
+    const free = onGpu ? b.gpu!.free_bytes : b.machine_available_bytes;
+    const where = onGpu ? " on the graphics card" : "";
+    const fits = needs <= free;
     const verdict = m.loaded
       ? "in use"
-      : needs <= b.machine_available_bytes
-        ? `not loaded; fits, with ${formatBytes(b.machine_available_bytes - needs)} to spare`
-        : `not loaded; needs ${formatBytes(needs)}, ${formatBytes(b.machine_available_bytes)} free`;
+      : fits
+        ? `not loaded; fits${where}, with ${formatBytes(free - needs)} to spare`
+        : `not loaded; needs ${formatBytes(needs)}${where}, ${formatBytes(free)} free`;
     const file = files[m.path];
-    const size = `${formatBytes(m.weights_bytes)} in memory${file ? ` (${formatBytes(file)} file)` : ""}`;
+    const held = onGpu
+      ? `${formatBytes(m.gpu_bytes)} on the graphics card, ${formatBytes(m.weights_bytes)} in memory`
+      : `${formatBytes(m.weights_bytes + m.gpu_bytes)} in memory`;
+    const size = `${held}${file ? ` (${formatBytes(file)} file)` : ""}`;
     return el(
       "li",
-      { attrs: { "data-role": m.role, "data-fits": String(m.loaded || needs <= b.machine_available_bytes), title: m.path } },
+      { attrs: { "data-role": m.role, "data-fits": String(m.loaded || fits), title: m.path } },
       el("span", { className: "mem-model", text: `${ROLE_NAMES[m.role] ?? m.role}: ${fileName(m.path)}` }),
       el("span", { className: "muted", text: `${size} · ${verdict}` }),
     );
@@ -40,7 +50,8 @@ export function renderMemory(root: HTMLElement, b: MemoryBudget, files: Record<s
   bar.append(fill, mine);
   const rows: [string, string][] = [];
   for (const m of b.models) {
-    if (m.kv_cache_bytes > 0) rows.push([`${ROLE_NAMES[m.role] ?? m.role}, working memory for ${b.context_tokens.toLocaleString("en")} tokens`, formatBytes(m.kv_cache_bytes)]);
+    const where = m.gpu_bytes > 0 ? " on the graphics card" : "";
+    if (m.kv_cache_bytes > 0) rows.push([`${ROLE_NAMES[m.role] ?? m.role}, working memory for ${b.context_tokens.toLocaleString("en")} tokens${where}`, formatBytes(m.kv_cache_bytes)]);
     if (m.kept_prompt_bytes > 0) rows.push([`last question kept for follow-ups (${m.kept_prompt_tokens.toLocaleString("en")} tokens)`, formatBytes(m.kept_prompt_bytes)]);
   }
   rows.push(["models loaded", formatBytes(weights)]);
@@ -51,6 +62,7 @@ export function renderMemory(root: HTMLElement, b: MemoryBudget, files: Record<s
     el("ul", { className: "mem-models plain" }, ...models),
     el("p", { className: "muted mem-machine", text: `This computer: ${formatBytes(b.machine_available_bytes)} free of ${formatBytes(b.machine_total_bytes)}` }),
     bar,
+    ...(b.gpu ? [el("p", { className: "muted mem-machine mem-gpu", text: `Graphics card (${b.gpu.name}): ${formatBytes(b.gpu.free_bytes)} free of ${formatBytes(b.gpu.total_bytes)}` })] : []),
     ...b.warnings.map((w) => el("p", { className: "warning", text: w })),
     el(
       "details",

@@ -590,7 +590,11 @@ fn models(action: ModelsAction) -> Result<ExitCode> {
         ModelsAction::List => {
             println!("models folder: {}", quire_models::models_dir()?.display());
             // Where Quire's decoder would run the answer model (qwen2 and llama) in this build.
-            println!("answer models run on: {}", quire_llm::decoder::Placement::best().name());
+            let placement = quire_llm::decoder::Placement::best();
+            let gpu_memory = placement.gpu_memory().map_or_else(String::new, |(free, total)| {
+                format!(" ({:.1} GB free of {:.1} GB)", free as f64 / 1e9, total as f64 / 1e9)
+            });
+            println!("answer models run on: {}{gpu_memory}", placement.name());
             for m in quire_models::KNOWN_MODELS {
                 let state = if m.is_installed() {
                     format!("{:>8.1} MB", m.installed_bytes() as f64 / 1e6)

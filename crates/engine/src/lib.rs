@@ -43,6 +43,7 @@ pub use jobs::{Job, JobState};
 pub use memory::MemoryBudget;
 pub use quire_index::{DocumentRecord, SearchHit, SearchMode};
 pub use quire_ingest::isolate::Isolation;
+pub use quire_llm::decoder::Placement;
 pub use quire_llm::ModelFootprint;
 pub use quire_vault::{api_token, write_private, KeyAccess, KeyInfo, KeyStore, Secret, Vault, VaultError};
 pub use quotes::find_quote;

@@ -8,6 +8,7 @@ use anyhow::Result;
 use serde::Serialize;
 use ts_rs::TS;
 
+use quire_llm::decoder::Placement;
 use quire_llm::ModelFootprint;
 
 /// Share of the machine's available memory a model may take before the app warns.
@@ -17,9 +18,13 @@ const FIT_SHARE: f64 = 0.9;
 pub struct ModelMemory {
     pub role: String,
     pub path: String,
-    /// Predicted resident bytes of the weights once loaded.
+    /// Predicted bytes of the weights in the computer's memory once loaded.
     #[ts(type = "number")]
     pub weights_bytes: u64,
+    /// Predicted bytes of the weights in the GPU's own memory (`MemoryBudget::gpu`); where not
+    /// 0, the KV cache and the kept prompt are there too.
+    #[ts(type = "number")]
+    pub gpu_bytes: u64,
     /// KV cache at `context_tokens` (0 for the embedder).
     #[ts(type = "number")]
     pub kv_cache_bytes: u64,
@@ -49,8 +54,41 @@ pub struct MemoryBudget {
     pub machine_total_bytes: u64,
     #[ts(type = "number")]
     pub machine_available_bytes: u64,
+    /// The GPU the answer models run on, where it has memory of its own (CUDA); `None` where they
+    /// run in the computer's memory (the CPU, Apple silicon).
+    pub gpu: Option<GpuMemory>,
     /// Models that would not fit in the available memory if loaded now.
     pub warnings: Vec<String>,
+}
+
+/// A GPU's own memory, as it reports it.
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct GpuMemory {
+    /// "CUDA GPU".
+    pub name: String,
+    #[ts(type = "number")]
+    pub total_bytes: u64,
+    #[ts(type = "number")]
+    pub free_bytes: u64,
+}
+
+/// The memory a model would be loaded into: the computer's, available now, and the GPU's own,
+/// free now, where Quire's decoder runs on one.
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    pub available: u64,
+    pub gpu_free: Option<u64>,
+}
+
+impl Room {
+    /// The room now where models are placed as `placement` says.
+    pub fn now(placement: &Placement) -> Room {
+        Room::of(MemoryReading::now().machine_available_bytes, placement)
+    }
+
+    fn of(available: u64, placement: &Placement) -> Room {
+        Room { available, gpu_free: placement.gpu_memory().map(|(free, _)| free) }
+    }
 }
 
 /// What the process and the machine hold right now.
@@ -144,7 +182,12 @@ pub struct InstalledModel {
 
 /// The GGUF files in `models_dir`, by file name, against `available` bytes of memory; a file
 /// whose header cannot be read is left out (Settings still takes any path typed).
-pub fn installed_models(models_dir: &Path, context_tokens: u32, available: u64) -> Vec<InstalledModel> {
+pub fn installed_models(
+    models_dir: &Path,
+    context_tokens: u32,
+    room: Room,
+    placement: &Placement,
+) -> Vec<InstalledModel> {
     let Ok(entries) = std::fs::read_dir(models_dir) else {
         return Vec::new();
     };
@@ -156,8 +199,8 @@ pub fn installed_models(models_dir: &Path, context_tokens: u32, available: u64) 
     paths
         .into_iter()
         .filter_map(|path| {
-            let f = ModelFootprint::of_gguf(&path).ok()?;
-            let memory_bytes = f.weights_bytes + f.kv_bytes(context_tokens as u64);
+            let f = ModelFootprint::of_gguf_on(&path, placement).ok()?;
+            let memory_bytes = f.weights_bytes + f.gpu_weights_bytes + f.kv_bytes(context_tokens as u64);
             let known = quire_models::KNOWN_MODELS.iter().find(|m| m.location_in(models_dir) == path);
             let name = known.map_or_else(
                 || path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
@@ -168,40 +211,63 @@ pub fn installed_models(models_dir: &Path, context_tokens: u32, available: u64) 
                 name,
                 file_bytes: f.file_bytes,
                 memory_bytes,
-                fits: memory_bytes as f64 <= available as f64 * FIT_SHARE,
+                fits: shortfall(&f, context_tokens, room).is_none(),
             })
         })
         .collect()
 }
 
+/// Where a model, with its KV cache at `context_tokens`, would take more than its share of
+/// the memory free: the bytes it needs there, the bytes free, and which memory ("" for the
+/// computer's, " of the GPU" for the GPU's own); `None` when it fits.
+fn shortfall(f: &ModelFootprint, context_tokens: u32, room: Room) -> Option<(u64, u64, &'static str)> {
+    let kv = f.kv_bytes(context_tokens as u64);
+    let (in_ram, on_gpu) =
+        if f.on_gpu() { (f.weights_bytes, f.gpu_weights_bytes + kv) } else { (f.weights_bytes + kv, 0) };
+    let short = |needed: u64, free: u64| needed as f64 > free as f64 * FIT_SHARE;
+    match room.gpu_free {
+        Some(free) if on_gpu > 0 && short(on_gpu, free) => Some((on_gpu, free, " of the GPU")),
+        _ => short(in_ram, room.available).then_some((in_ram, room.available, "")),
+    }
+}
+
 /// A warning when a model, with its KV cache at `context_tokens`, would take more than its
-/// share of the `available` memory; `None` when it fits.
-pub fn fit_warning(role: &str, path: &Path, f: &ModelFootprint, context_tokens: u32, available: u64) -> Option<String> {
-    let needed = f.weights_bytes + f.kv_bytes(context_tokens as u64);
-    (needed as f64 > available as f64 * FIT_SHARE).then(|| {
+/// share of the memory free (the GPU's own where it runs on one); `None` when it fits.
+pub fn fit_warning(role: &str, path: &Path, f: &ModelFootprint, context_tokens: u32, room: Room) -> Option<String> {
+    shortfall(f, context_tokens, room).map(|(needed, free, memory)| {
         format!(
-            "the {role} model {} needs about {} MB but only {} MB are available: close other programs or pick a smaller model",
+            "the {role} model {} needs about {} MB{memory} but only {} MB are available: close other programs or pick a smaller model",
             path.display(),
             needed / 1_000_000,
-            available / 1_000_000
+            free / 1_000_000
         )
     })
 }
 
 /// Builds the budget. `rss_without_llm` is the process's resident memory without the answer
 /// model (the embedder is loaded whenever a collection is open, so it is in there).
+/// `placement`: where the answer models run (or would).
+#[allow(clippy::too_many_arguments)]
 pub fn budget(
     rss_without_llm: u64,
     embedder_dir: &Path,
     llms: &[BudgetedModel<'_>],
+    placement: &Placement,
     context_tokens: u32,
     index_dir: &Path,
     reading: MemoryReading,
 ) -> Result<MemoryBudget> {
+    let gpu = placement.gpu_memory().map(|(free_bytes, total_bytes)| GpuMemory {
+        name: placement.name().into(),
+        total_bytes,
+        free_bytes,
+    });
+    let room = Room { available: reading.machine_available_bytes, gpu_free: gpu.as_ref().map(|g| g.free_bytes) };
     let mut models = vec![ModelMemory {
         role: "embedder".into(),
         path: embedder_dir.display().to_string(),
         weights_bytes: embedder_bytes(embedder_dir),
+        gpu_bytes: 0,
         kv_cache_bytes: 0,
         loaded: true,
         kept_prompt_tokens: 0,
@@ -209,16 +275,17 @@ pub fn budget(
     }];
     let mut warnings = Vec::new();
     for m in llms {
-        match ModelFootprint::of_gguf(m.path) {
+        match ModelFootprint::of_gguf_on(m.path, placement) {
             Ok(f) => {
                 let kv = f.kv_bytes(context_tokens as u64);
                 if !m.loaded {
-                    warnings.extend(fit_warning(m.role, m.path, &f, context_tokens, reading.machine_available_bytes));
+                    warnings.extend(fit_warning(m.role, m.path, &f, context_tokens, room));
                 }
                 models.push(ModelMemory {
                     role: m.role.into(),
                     path: m.path.display().to_string(),
                     weights_bytes: f.weights_bytes,
+                    gpu_bytes: f.gpu_weights_bytes,
                     kv_cache_bytes: kv,
                     loaded: m.loaded,
                     kept_prompt_tokens: m.kept_prompt.0 as u32,
@@ -229,9 +296,12 @@ pub fn budget(
         }
     }
     // Answer and draft models in memory (the embedder is in `rss_without_llm` already), with
-    // the prompt they keep between answers.
-    let loaded: u64 =
-        models.iter().filter(|m| m.loaded && m.role != "embedder").map(|m| m.weights_bytes + m.kept_prompt_bytes).sum();
+    // the prompt they keep between answers where it is not in the GPU's memory.
+    let loaded: u64 = models
+        .iter()
+        .filter(|m| m.loaded && m.role != "embedder")
+        .map(|m| m.weights_bytes + if m.gpu_bytes > 0 { 0 } else { m.kept_prompt_bytes })
+        .sum();
     let predicted = rss_without_llm + loaded;
     Ok(MemoryBudget {
         models,
@@ -241,6 +311,7 @@ pub fn budget(
         process_rss_bytes: reading.process_rss_bytes,
         machine_total_bytes: reading.machine_total_bytes,
         machine_available_bytes: reading.machine_available_bytes,
+        gpu,
         warnings,
     })
 }
@@ -259,14 +330,18 @@ mod tests {
         std::os::unix::fs::symlink(&tiny, dir.path().join("another.gguf")).unwrap();
         std::fs::write(dir.path().join("broken.gguf"), b"not a model").unwrap();
         std::fs::write(dir.path().join("notes.txt"), b"text").unwrap();
-        let plenty = installed_models(dir.path(), 1000, 1 << 40);
+        let on_cpu = |available| {
+            installed_models(dir.path(), 1000, Room::of(available, &Placement::Kernels), &Placement::Kernels)
+        };
+        let plenty = on_cpu(1 << 40);
         let names: Vec<&str> = plenty.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["SmolLM2-135M-Instruct, Q4_1", "another.gguf"], "{plenty:?}");
         let file = std::fs::metadata(&tiny).unwrap().len();
         assert!(plenty.iter().all(|m| m.file_bytes == file && m.memory_bytes > file / 2 && m.fits), "{plenty:?}");
-        let scarce = installed_models(dir.path(), 1000, 1_000_000);
+        let scarce = on_cpu(1_000_000);
         assert!(scarce.iter().all(|m| !m.fits), "{scarce:?}");
-        assert!(installed_models(&dir.path().join("missing"), 1000, 1 << 40).is_empty());
+        let room = Room::of(1 << 40, &Placement::Kernels);
+        assert!(installed_models(&dir.path().join("missing"), 1000, room, &Placement::Kernels).is_empty());
     }
 
     /// What a loaded model keeps between answers (its last prompt) is in the prediction; a
@@ -280,7 +355,7 @@ mod tests {
         let index = tempfile::tempdir().unwrap();
         let predicted = |loaded: bool, kept_prompt: (usize, usize)| {
             let model = BudgetedModel { role: "target", path: &tiny, loaded, kept_prompt };
-            budget(1_000, &embedder, &[model], 3000, index.path(), reading).unwrap()
+            budget(1_000, &embedder, &[model], &Placement::Kernels, 3000, index.path(), reading).unwrap()
         };
         let weights = predicted(true, (0, 0)).models[1].weights_bytes;
         assert_eq!(predicted(true, (0, 0)).predicted_rss_bytes, 1_000 + weights);
@@ -296,15 +371,44 @@ mod tests {
             architecture: "qwen2".into(),
             file_bytes: 0,
             weights_bytes: 800_000_000,
+            gpu_weights_bytes: 0,
             kv_bytes_per_token: 10_000,
             context_length: 4096,
             layers: 1,
         };
         let path = Path::new("/m/x.gguf");
+        let ram = |available| Room { available, gpu_free: None };
         // 800 MB + 1,000 tokens × 10 kB = 810 MB; 90 % of 1,000 MB is 900 MB: fits.
-        assert_eq!(fit_warning("target", path, &f, 1_000, 1_000_000_000), None);
+        assert_eq!(fit_warning("target", path, &f, 1_000, ram(1_000_000_000)), None);
         // 90 % of 880 MB is 792 MB: does not fit, and the message names role, file and sizes.
-        let w = fit_warning("draft", path, &f, 1_000, 880_000_000).unwrap();
+        let w = fit_warning("draft", path, &f, 1_000, ram(880_000_000)).unwrap();
         assert!(w.contains("draft model /m/x.gguf needs about 810 MB but only 880 MB"), "{w}");
+    }
+
+    /// On a GPU with memory of its own, the weights on it and the KV cache are held against the
+    /// GPU's free memory, the rest against the computer's.
+    #[test]
+    fn a_model_on_a_gpu_is_held_against_the_gpus_memory() {
+        let f = ModelFootprint {
+            architecture: "qwen2".into(),
+            file_bytes: 0,
+            weights_bytes: 200_000_000,
+            gpu_weights_bytes: 900_000_000,
+            kv_bytes_per_token: 10_000,
+            context_length: 4096,
+            layers: 1,
+        };
+        let path = Path::new("/m/x.gguf");
+        // 910 MB on the GPU against 90 % of 1,000 MB free there; 200 MB in 300 MB of RAM.
+        let room = |available, gpu_free| Room { available, gpu_free: Some(gpu_free) };
+        assert_eq!(fit_warning("target", path, &f, 1_000, room(300_000_000, 1_020_000_000)), None);
+        let w = fit_warning("target", path, &f, 1_000, room(300_000_000, 1_000_000_000)).unwrap();
+        assert!(w.contains("needs about 910 MB of the GPU but only 1000 MB"), "{w}");
+        let w = fit_warning("target", path, &f, 1_000, room(200_000_000, 1 << 40)).unwrap();
+        assert!(w.contains("needs about 200 MB but only 200 MB"), "{w}");
+        // Held on the CPU, the same model would need all of it in RAM.
+        let cpu = ModelFootprint { weights_bytes: 1_100_000_000, gpu_weights_bytes: 0, ..f };
+        let w = fit_warning("target", path, &cpu, 1_000, room(1_200_000_000, 1 << 40)).unwrap();
+        assert!(w.contains("needs about 1110 MB but only 1200 MB"), "{w}");
     }
 }

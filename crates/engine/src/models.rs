@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::Result;
 
+use quire_llm::decoder::Placement;
 use quire_llm::Llm;
 
 use crate::{answer, context, memory, Engine, MemoryBudget};
@@ -38,7 +39,22 @@ impl Engine {
             (None, None) => {}
         }
         let base = if loaded && before > 0 { before } else { reading.process_rss_bytes };
-        memory::budget(base, &self.config.embedder_dir, &llms, context_tokens, &self.config.data_dir, reading)
+        let placement = self.llm_placement();
+        memory::budget(
+            base,
+            &self.config.embedder_dir,
+            &llms,
+            &placement,
+            context_tokens,
+            &self.config.data_dir,
+            reading,
+        )
+    }
+
+    /// Where Quire's decoder runs the answer models: where it put them, once loaded, else where
+    /// it would.
+    pub fn llm_placement(&self) -> Placement {
+        self.llm.get().and_then(Llm::decoder).map_or_else(Placement::best, |d| d.placement())
     }
     pub async fn llm(&self) -> Result<&Llm> {
         self.llm

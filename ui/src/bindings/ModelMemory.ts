@@ -2,9 +2,14 @@
 
 export type ModelMemory = { role: string, path: string, 
 /**
- * Predicted resident bytes of the weights once loaded.
+ * Predicted bytes of the weights in the computer's memory once loaded.
  */
 weights_bytes: number, 
+/**
+ * Predicted bytes of the weights in the GPU's own memory (`MemoryBudget::gpu`); where not
+ * 0, the KV cache and the kept prompt are there too.
+ */
+gpu_bytes: number, 
 /**
  * KV cache at `context_tokens` (0 for the embedder).
  */

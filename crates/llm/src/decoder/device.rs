@@ -23,6 +23,7 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Tensor};
 
+use super::network::Placement;
 use super::transformer::{rope_tables, Block, Config};
 use super::weights::{self, Matrix};
 
@@ -127,9 +128,10 @@ impl DeviceTransformer {
         let layers =
             (0..config.layers).map(|i| Layer::read(content, i, reader, matrix, vector)).collect::<Result<Vec<_>>>()?;
         let final_norm = vector("output_norm.weight", reader)?;
-        let (kv_dtype, fixed_width) = match device {
-            Device::Cpu => (DType::F32, None),
-            _ => (DType::F16, Some(FIXED_WIDTH)),
+        let kv_dtype = Placement::Candle(device.clone()).kv_dtype();
+        let fixed_width = match device {
+            Device::Cpu => None,
+            _ => Some(FIXED_WIDTH),
         };
         let inv_freq = config.inv_freq();
         Ok(DeviceTransformer {
@@ -154,6 +156,23 @@ impl DeviceTransformer {
 
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// Bytes the network holds: its token table in the process's memory, and its tensors as
+    /// candle counts them on the device (on CUDA without the padding candle adds after each
+    /// quantized matrix, which `ModelFootprint` predicts).
+    pub fn held_bytes(&self) -> (usize, usize) {
+        let matrix = |m: &QMatMul| match m {
+            QMatMul::QTensor(q) => q.storage_size_in_bytes(),
+            QMatMul::Tensor(t) | QMatMul::TensorF16(t) => t.elem_count() * t.dtype().size_in_bytes(),
+        };
+        let vector = |v: &Tensor| v.elem_count() * v.dtype().size_in_bytes();
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| l.matrices().into_iter().map(matrix).sum::<usize>() + l.vectors().map(vector).sum::<usize>())
+            .sum();
+        (self.embedding.bytes(), layers + matrix(&self.output) + vector(&self.final_norm))
     }
 
     /// The most tokens one verify pass may hold and still give every token the logits it gets

@@ -6,10 +6,11 @@
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use anyhow::{bail, Result};
 use candle_core::quantized::gguf_file::Content;
-use candle_core::Device;
+use candle_core::{DType, Device};
 
 use super::device::{DeviceCache, DeviceTransformer};
 use super::transformer::{Config, KvCache, Transformer};
@@ -28,7 +29,13 @@ impl Placement {
     /// CUDA where a GPU and its driver answer), else the CPU kernels. `QUIRE_DEVICE=cpu` keeps
     /// the CPU kernels where there is a GPU; `QUIRE_DEVICE=candle-cpu` runs the GPU code on
     /// candle's CPU device (how CI checks it without a GPU).
+    /// Chosen once a process: opening a GPU makes a context on it.
     pub fn best() -> Placement {
+        static BEST: OnceLock<Placement> = OnceLock::new();
+        BEST.get_or_init(Placement::pick).clone()
+    }
+
+    fn pick() -> Placement {
         match std::env::var("QUIRE_DEVICE").as_deref() {
             Ok("cpu") => return Placement::Kernels,
             Ok("candle-cpu") => return Placement::Candle(Device::Cpu),
@@ -43,6 +50,35 @@ impl Placement {
             return Placement::Candle(device);
         }
         Placement::Kernels
+    }
+
+    /// What the decoder's KV cache holds keys and values as here: f32 on the CPU (so a token's
+    /// logits do not depend on rounding of the cache), f16 on GPUs (half the memory and
+    /// bandwidth).
+    pub fn kv_dtype(&self) -> DType {
+        match self {
+            Placement::Kernels | Placement::Candle(Device::Cpu) => DType::F32,
+            Placement::Candle(_) => DType::F16,
+        }
+    }
+
+    /// Whether the networks sit in a GPU's own memory (CUDA), not in the computer's memory the
+    /// process uses (the CPU, candle's CPU device, and Apple silicon, whose GPU shares it).
+    pub fn own_memory(&self) -> bool {
+        matches!(self, Placement::Candle(Device::Cuda(_)))
+    }
+
+    /// The GPU's own memory, free and total bytes, where the networks sit in it; `None` where
+    /// they are in the computer's memory, or the GPU does not answer.
+    pub fn gpu_memory(&self) -> Option<(u64, u64)> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Placement::Candle(Device::Cuda(device)) => {
+                let (free, total) = device.cuda_stream().context().mem_get_info().ok()?;
+                Some((free as u64, total as u64))
+            }
+            _ => None,
+        }
     }
 
     /// For people: "CPU", "CUDA GPU", "Metal GPU", or "CPU through candle (the GPU code)".

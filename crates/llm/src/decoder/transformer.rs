@@ -84,6 +84,18 @@ impl<M, V> Block<M, V> {
             down: matrix(&name("ffn_down.weight"), reader)?,
         })
     }
+
+    /// The block's seven matrices.
+    pub(super) fn matrices(&self) -> [&M; 7] {
+        [&self.q, &self.k, &self.v, &self.o, &self.gate, &self.up, &self.down]
+    }
+
+    /// The block's norms and the biases it has.
+    pub(super) fn vectors(&self) -> impl Iterator<Item = &V> {
+        [Some(&self.attn_norm), Some(&self.ffn_norm), self.q_bias.as_ref(), self.k_bias.as_ref(), self.v_bias.as_ref()]
+            .into_iter()
+            .flatten()
+    }
 }
 
 type Layer = Block<Matrix, Vec<f32>>;

@@ -45,6 +45,8 @@ pub struct Matrix {
 trait Blocks: Send + Sync {
     fn matmul(&self, rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32]);
     fn row(&self, cols: usize, row: usize, out: &mut [f32]);
+    /// Bytes of memory the blocks hold.
+    fn bytes(&self) -> usize;
 }
 
 struct Typed<T: RowDot>(Vec<T>);
@@ -204,6 +206,10 @@ impl<T: RowDot> Blocks for Typed<T> {
         let per_row = cols / T::BLCK_SIZE;
         T::to_float(&self.0[row * per_row..(row + 1) * per_row], out);
     }
+
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(self.0.as_slice())
+    }
 }
 
 /// Moves a task's results from `src[i * stride + t]` (its `rows_here` weight rows by the `m`
@@ -278,6 +284,11 @@ impl Matrix {
     /// One row as floats (the embedding lookup).
     pub fn row(&self, row: usize, out: &mut [f32]) {
         self.data.row(self.cols, row, out);
+    }
+
+    /// Bytes of memory the matrix holds.
+    pub fn bytes(&self) -> usize {
+        self.data.bytes()
     }
 }
 
