@@ -247,7 +247,6 @@ pub fn fit_warning(role: &str, path: &Path, f: &ModelFootprint, context_tokens: 
 /// Builds the budget. `rss_without_llm` is the process's resident memory without the answer
 /// model (the embedder is loaded whenever a collection is open, so it is in there).
 /// `placement`: where the answer models run (or would).
-#[allow(clippy::too_many_arguments)]
 pub fn budget(
     rss_without_llm: u64,
     embedder_dir: &Path,
