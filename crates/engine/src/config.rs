@@ -58,13 +58,30 @@ pub const DEFAULT_MAX_ANSWER_TOKENS: usize = 512;
 pub const DEFAULT_COLLECTION: &str = "default";
 
 /// The folder a collection is stored in: the default one in `<home>/index`, others in
-/// `<home>/collections/<name>`. Names are letters, digits, spaces, `-` and `_` (no paths).
+/// `<home>/collections/<name>`. Names are letters, digits, spaces, `-` and `_` (no paths), and
+/// a folder name on every OS: no space at either end and none of Windows' device names (`CON`,
+/// `NUL`, `COM1`…), so a collection made on one machine opens on another.
 pub fn collection_dir(home: &Path, name: &str) -> Result<PathBuf> {
     let valid = !name.trim().is_empty()
         && name.len() <= 64
         && name.chars().all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == ' ');
     anyhow::ensure!(valid, "\"{name}\" is not a collection name: use letters, digits, spaces, - and _ (at most 64)");
+    anyhow::ensure!(name.trim() == name, "\"{name}\" is not a collection name: it may not begin or end with a space");
+    anyhow::ensure!(
+        !is_windows_device_name(name),
+        "\"{name}\" is not a collection name: Windows keeps that name for a device; choose another"
+    );
     Ok(if name == DEFAULT_COLLECTION { home.join("index") } else { home.join("collections").join(name) })
+}
+
+/// Names Windows gives to devices in every folder (`CON`, `PRN`, `AUX`, `NUL`, `COM1`–`COM9`,
+/// `LPT1`–`LPT9`, in any case): no file or folder can have them there.
+fn is_windows_device_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    matches!(upper.as_str(), "CON" | "PRN" | "AUX" | "NUL")
+        || (upper.len() == 4
+            && (upper.starts_with("COM") || upper.starts_with("LPT"))
+            && matches!(upper.as_bytes()[3], b'1'..=b'9'))
 }
 
 /// The collections that exist under `home` (the default one always).
@@ -121,5 +138,30 @@ impl EngineConfig {
                 KeyAccess::from_env(),
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collection_names_are_folder_names_on_every_os() {
+        let home = Path::new("/q");
+        assert_eq!(collection_dir(home, "default").unwrap(), home.join("index"));
+        assert_eq!(collection_dir(home, "Work notes_2").unwrap(), home.join("collections").join("Work notes_2"));
+        assert!(collection_dir(home, "Console").is_ok(), "only the bare device names are kept");
+        assert!(collection_dir(home, "COM0").is_ok());
+        for bad in ["../etc", "a/b", r"a\b", "C:", "", "   ", "x".repeat(65).as_str()] {
+            assert!(collection_dir(home, bad).is_err(), "{bad:?} accepted");
+        }
+        for windows_device in ["con", "NUL", "Aux", "prn", "COM1", "lpt9"] {
+            let e = collection_dir(home, windows_device).unwrap_err().to_string();
+            assert!(e.contains("Windows keeps that name"), "{windows_device}: {e}");
+        }
+        for spaced in [" notes", "notes "] {
+            let e = collection_dir(home, spaced).unwrap_err().to_string();
+            assert!(e.contains("begin or end with a space"), "{spaced:?}: {e}");
+        }
     }
 }

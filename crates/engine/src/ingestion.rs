@@ -141,7 +141,7 @@ impl IngestReport {
 
 /// The absolute, link-free path a document is known by (absolute only, for a file that is gone).
 pub(crate) fn canonical(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).or_else(|_| std::path::absolute(path)).unwrap_or_else(|_| path.to_path_buf())
+    dunce::canonicalize(path).or_else(|_| std::path::absolute(path)).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// A document's id: derived from its absolute path (a keyed fingerprint), so re-ingesting the
@@ -206,7 +206,7 @@ fn walk(dir: &Path, root: &Path, follow_links: bool, files: &mut Vec<PathBuf>, e
             errors.push((path, not_regular(&file_type)));
             continue;
         }
-        let target = match std::fs::canonicalize(&path) {
+        let target = match dunce::canonicalize(&path) {
             Ok(target) => target,
             Err(e) => {
                 errors.push((path, format!("a link that leads nowhere or to itself: {e}")));

