@@ -222,6 +222,7 @@ impl<T: RowDot> Blocks for Typed<T> {
 unsafe fn move_results(src: &[f32], stride: usize, rows_here: usize, m: usize, out: *mut f32, rows: usize) {
     debug_assert!(m <= stride && src.len() >= rows_here * stride);
     let src = src.as_ptr();
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
     let (square_rows, square_tokens) = (rows_here / 8 * 8, m / 8 * 8);
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
     for i in (0..square_rows).step_by(8) {

@@ -6,6 +6,10 @@
 
 use candle_core::quantized::k_quants::{BlockQ6K, BlockQ8K};
 
+#[cfg_attr(
+    not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")),
+    allow(unused_imports)
+)]
 use super::TILE;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 use super::{bytes_of, f16_at, q8k_block, token_bytes};
