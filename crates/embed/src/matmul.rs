@@ -4,6 +4,10 @@
 //! `gemm` (candle's CPU kernel, which reaches only AVX2/FMA in a stable build). Where asked
 //! for and the CPU has AVX-512 VNNI, the layer runs in 8-bit integers instead (`int8`).
 
+// The packed AVX-512 kernel is x86-64's; elsewhere `gemm` runs every layer and the packing
+// lies idle.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
+
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
