@@ -30,14 +30,14 @@ pub const TILE: usize = 4;
 pub const Q8K_BYTES: usize = 292;
 const _: () = assert!(std::mem::size_of::<BlockQ8K>() == Q8K_BYTES);
 
-// The byte readers serve the AVX2 kernels; other builds take candle's own dot products.
-#[cfg_attr(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")), allow(dead_code))]
+// For the AVX2 kernels, and the tests' bit-for-bit comparisons on every CPU.
+#[cfg(any(test, all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
 pub fn bytes_of<T>(blocks: &[T]) -> &[u8] {
     // SAFETY: plain `repr(C)` data read as bytes, same length in bytes.
     unsafe { std::slice::from_raw_parts(blocks.as_ptr() as *const u8, std::mem::size_of_val(blocks)) }
 }
 
-#[cfg_attr(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")), allow(dead_code))]
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub fn f16_at(b: &[u8], at: usize) -> f32 {
     half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
 }

@@ -4,12 +4,7 @@
 use candle_core::quantized::k_quants::{BlockQ4K, BlockQ8K};
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-use super::{bytes_of, f16_at, q8k_block, token_bytes};
-#[cfg_attr(
-    not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")),
-    allow(unused_imports)
-)]
-use super::{QK_K, TILE};
+use super::{bytes_of, f16_at, q8k_block, token_bytes, QK_K, TILE};
 
 /// Q4_K's byte layout (`repr(C)` in candle, fields private): d, dmin (f16), 12 bytes of packed
 /// 6-bit scales and mins, 128 bytes of nibbles.
@@ -18,7 +13,7 @@ const _: () = assert!(std::mem::size_of::<BlockQ4K>() == Q4K_BYTES);
 
 /// The 8 sub-block scales and mins of a Q4_K block.
 #[inline(always)]
-#[cfg_attr(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")), allow(dead_code))]
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 fn scales_and_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
     let mut sc = [0u8; 8];
     let mut mn = [0u8; 8];

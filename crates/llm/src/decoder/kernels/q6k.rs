@@ -6,13 +6,8 @@
 
 use candle_core::quantized::k_quants::{BlockQ6K, BlockQ8K};
 
-#[cfg_attr(
-    not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")),
-    allow(unused_imports)
-)]
-use super::TILE;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-use super::{bytes_of, f16_at, q8k_block, token_bytes};
+use super::{bytes_of, f16_at, q8k_block, token_bytes, TILE};
 
 /// Q6_K's byte layout (`repr(C)` in candle, fields private): 128 bytes of low nibbles, 64 of
 /// high bit pairs, 16 i8 scales (one per 16 weights), d (f16).
