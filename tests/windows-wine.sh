@@ -65,16 +65,7 @@ for line in text.split("\n"):
 print("\n".join(out), end="")
 ' "$work/docs" "$docs_windows"
 }
-answer_summary() {
-  python3 -c '
-import json, sys
-a = json.load(sys.stdin)
-print("answer:", a["text"])
-for c in a["citations"]:
-    print("cited:", c["path"], "page", c["page"], "|", c["quote"])
-print("sources:", len(a["sources"]), "prompt tokens:", a["stats"]["prompt_tokens"])
-'
-}
+answer_summary() { python3 tools/answer_summary.py; }
 
 scenario() {
   local which=$1 home="$work/home-$1" out="$work/out/$1"

@@ -1,5 +1,6 @@
-//! Dense layers in 8-bit integers for CPUs with AVX-512 VNNI: `vpdpbusd` multiplies 64 byte
-//! pairs per instruction where an f32 FMA multiplies 16 values.
+//! Dense layers in 8-bit integers: `vpdpbusd` (AVX-512 VNNI, 64 byte pairs per instruction;
+//! AVX-VNNI, 32) or `sdot` (ARM dot products, 16) where an f32 FMA multiplies 16, 8 or 4
+//! values.
 //!
 //! Both sides are quantized per block of `GROUP` inputs, which keeps the vectors within the
 //! embedder's tolerance (cosine ≥ 0.999 to sentence-transformers'); one scale per output row
@@ -9,15 +10,12 @@
 //!   block, quantized as each layer runs. The offset's share, `low · Σ w`, is a precomputed
 //!   per-output sum, so the integer products need no correction inside the loop.
 //!
-//! A row's result depends only on that row, so batching does not change vectors.
+//! Every kernel set computes the same exact integer per (row, output, block) and ends it with
+//! the same two fused multiply-adds (`plain::finish`), so the vectors are the same bits on
+//! every CPU that runs int8. A row's result depends only on that row, so batching does not
+//! change vectors either.
 
-// The kernel is x86-64's (AVX-512 VNNI); elsewhere `available()` is false and nothing here runs,
-// so the parts it would use lie idle there.
-#![cfg_attr(
-    not(target_arch = "x86_64"),
-    allow(dead_code, unused_variables, unreachable_code, clippy::diverging_sub_expression, clippy::never_loop)
-)]
-
+use quire_simd::KernelSet;
 use rayon::prelude::*;
 
 /// Inputs per quantization block (and per L1 block of the kernel).
@@ -35,39 +33,51 @@ pub struct Int8Weights {
     scale: Vec<f32>,
     /// The same, times the sum of the output's quantized weights over the block.
     scaled_sum: Vec<f32>,
+    /// The sums themselves (ARM's signed products take back 128 of each).
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    sum: Vec<i32>,
     outputs: usize,
     inputs: usize,
 }
 
-/// Whether this CPU runs the int8 kernel (AVX-512 F, BW and VNNI), and `QUIRE_KERNELS=avx2`
-/// does not ask for the baseline. Checked once.
+/// The int8 kernels in use: those of the process's kernel set (`QUIRE_KERNELS` may ask for
+/// a narrower one), where that set has them.
+fn kernels() -> Option<KernelSet> {
+    kernels_of(KernelSet::in_use())
+}
+
+/// Whether `set` has int8 kernels: the VNNI sets and ARM's dot products. AVX2 alone has no
+/// exact 8-bit product of an unsigned and a signed byte that does not saturate (`vpmaddubsw`
+/// does), so there the layers stay in f32.
+fn kernels_of(set: KernelSet) -> Option<KernelSet> {
+    match set {
+        KernelSet::Avx512Vnni | KernelSet::AvxVnni | KernelSet::NeonDotprod => Some(set),
+        _ => None,
+    }
+}
+
+/// Whether this CPU runs the int8 layers. Checked once.
 pub fn available() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            crate::matmul::avx512()
-                && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::arch::is_x86_feature_detected!("avx512vnni")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
-    })
+    kernels().is_some()
 }
 
 impl Int8Weights {
     /// The layer's row-major `[out][in]` weights quantized, or `None` where the kernel does not
     /// run here or the shape does not fit its blocks.
     pub fn new(weight: &[f32], outputs: usize, inputs: usize) -> Option<Int8Weights> {
-        if !available() || !outputs.is_multiple_of(PANEL) || !inputs.is_multiple_of(GROUP) {
+        available().then(|| Int8Weights::quantized(weight, outputs, inputs)).flatten()
+    }
+
+    /// The weights quantized whatever the CPU, where the shape fits the blocks.
+    fn quantized(weight: &[f32], outputs: usize, inputs: usize) -> Option<Int8Weights> {
+        if !outputs.is_multiple_of(PANEL) || !inputs.is_multiple_of(GROUP) {
             return None;
         }
         let blocks = inputs / GROUP;
         let mut packed = vec![0i8; outputs * inputs];
         let mut scale = vec![0f32; outputs * blocks];
         let mut scaled_sum = vec![0f32; outputs * blocks];
+        let mut sums = vec![0i32; outputs * blocks];
         for o in 0..outputs {
             let (p, j) = (o / PANEL, o % PANEL);
             for b in 0..blocks {
@@ -85,24 +95,39 @@ impl Int8Weights {
                 let at = (p * blocks + b) * PANEL + j;
                 scale[at] = s;
                 scaled_sum[at] = s * sum as f32;
+                sums[at] = sum;
             }
         }
-        Some(Int8Weights { packed, scale, scaled_sum, outputs, inputs })
+        Some(Int8Weights { packed, scale, scaled_sum, sum: sums, outputs, inputs })
     }
 
     /// `out[r] = input[r] · weightᵀ + bias` for `rows` rows, the work split over the thread pool.
     pub fn forward(&self, input: &[f32], rows: usize, bias: &[f32], out: &mut [f32]) {
+        let set = kernels().expect("int8 weights exist only where int8 kernels run");
+        self.forward_by(set, input, rows, bias, out)
+    }
+
+    /// `forward` by the kernels of `set`, which this CPU must run.
+    fn forward_by(&self, set: KernelSet, input: &[f32], rows: usize, bias: &[f32], out: &mut [f32]) {
         let (n, k) = (self.outputs, self.inputs);
         assert!(input.len() >= rows * k && out.len() >= rows * n && bias.len() >= n);
         input[..rows * k].par_chunks(TASK_ROWS * k).zip(out[..rows * n].par_chunks_mut(TASK_ROWS * n)).for_each_init(
             Quantized::default,
             |q, (input, out)| {
-                q.quantize(input, k);
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: `Int8Weights` exists only where the CPU has AVX-512 F/BW/VNNI; `q`
-                // holds whole rows of `k` inputs and `out` the same rows of `n` outputs.
-                unsafe {
-                    vnni::rows(q, self, bias, out)
+                q.quantize(set, input, k);
+                // SAFETY (each arm): `set` is one this CPU runs; `q` holds whole rows of `k`
+                // inputs and `out` the same rows of `n` outputs.
+                match set {
+                    #[cfg(target_arch = "x86_64")]
+                    KernelSet::Avx512Vnni => unsafe { vnni::rows(q, self, bias, out) },
+                    #[cfg(target_arch = "x86_64")]
+                    KernelSet::AvxVnni => match KernelSet::avxvnni_encoding() {
+                        quire_simd::VnniEncoding::Vex => unsafe { ymm_vex::rows(q, self, bias, out) },
+                        quire_simd::VnniEncoding::Evex => unsafe { ymm_evex::rows(q, self, bias, out) },
+                    },
+                    #[cfg(target_arch = "aarch64")]
+                    KernelSet::NeonDotprod => unsafe { neon::rows(q, self, bias, out) },
+                    _ => plain::rows(q, self, bias, out),
                 }
             },
         );
@@ -120,7 +145,9 @@ struct Quantized {
 }
 
 impl Quantized {
-    fn quantize(&mut self, input: &[f32], k: usize) {
+    /// `input`'s rows of `k` quantized block by block, by `set`'s vector instructions where it
+    /// has them (the same bytes as `plain::quantize_block`).
+    fn quantize(&mut self, set: KernelSet, input: &[f32], k: usize) {
         let (rows, blocks) = (input.len() / k, k / GROUP);
         self.bytes.resize(rows * k, 0);
         self.scale.resize(rows * blocks, 0.0);
@@ -128,17 +155,74 @@ impl Quantized {
         self.rows = rows;
         let blocks = input.chunks_exact(GROUP).zip(self.bytes.chunks_exact_mut(GROUP));
         for (i, (values, bytes)) in blocks.enumerate() {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Quantized` is only used where the CPU has AVX-512 F/BW (`available`).
-            let (s, low) = unsafe { vnni::quantize_block(values, bytes) };
-            #[cfg(not(target_arch = "x86_64"))]
-            let (s, low) = unreachable!("the int8 kernel runs on x86-64 only: {values:?} {bytes:?}");
+            // SAFETY (each arm): `set` is one this CPU runs; both blocks hold `GROUP` values.
+            let (s, low) = match set {
+                #[cfg(target_arch = "x86_64")]
+                KernelSet::Avx512Vnni => unsafe { vnni::quantize_block(values, bytes) },
+                #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+                KernelSet::AvxVnni => unsafe { avx2::quantize_block(values, bytes) },
+                #[cfg(target_arch = "aarch64")]
+                KernelSet::NeonDotprod => unsafe { neon::quantize_block(values, bytes) },
+                _ => plain::quantize_block(values, bytes),
+            };
             self.scale[i] = s;
             self.low[i] = low;
         }
     }
 }
 
+/// The arithmetic every kernel set shares, one value at a time: the reference the vector
+/// kernels are tested against, and the kernel of sets without their own.
+mod plain {
+    use super::{Int8Weights, Quantized, GROUP, PANEL};
+
+    /// One block of `GROUP` activations as bytes (`a ≈ scale · q + low`, `q` rounded to the
+    /// nearest, ties to even), returning `(scale, low)`.
+    pub fn quantize_block(values: &[f32], bytes: &mut [u8]) -> (f32, f32) {
+        debug_assert!(values.len() == GROUP && bytes.len() == GROUP);
+        let low = values.iter().copied().fold(f32::INFINITY, f32::min);
+        let high = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let scale = (high - low) / 255.0;
+        let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+        for (b, &v) in bytes.iter_mut().zip(values) {
+            // Kept in 0..=255 whatever rounding does at the ends.
+            *b = (((v - low) * inv).round_ties_even() as i32).clamp(0, 255) as u8;
+        }
+        (scale, low)
+    }
+
+    /// One output's value from its block's exact integer: `base + a_low·(w_scale·Σw)` first,
+    /// then `+ integer·(a_scale·w_scale)`, each a fused multiply-add.
+    #[inline(always)]
+    pub fn finish(integer: i32, a_scale: f32, w_scale: f32, a_low: f32, scaled_sum: f32, base: f32) -> f32 {
+        (integer as f32).mul_add(a_scale * w_scale, a_low.mul_add(scaled_sum, base))
+    }
+
+    /// Weight `input` of output `o`'s, from the packed panels.
+    fn weight(w: &Int8Weights, o: usize, input: usize) -> i32 {
+        let (p, j) = (o / PANEL, o % PANEL);
+        w.packed[(p * w.inputs / 4 + input / 4) * PANEL * 4 + j * 4 + input % 4] as i32
+    }
+
+    pub fn rows(q: &Quantized, w: &Int8Weights, bias: &[f32], out: &mut [f32]) {
+        let (n, k, blocks) = (w.outputs, w.inputs, w.inputs / GROUP);
+        for r in 0..q.rows {
+            for o in 0..n {
+                let mut v = bias[o];
+                for b in 0..blocks {
+                    let integer: i32 =
+                        (b * GROUP..(b + 1) * GROUP).map(|i| q.bytes[r * k + i] as i32 * weight(w, o, i)).sum();
+                    let at = (o / PANEL * blocks + b) * PANEL + o % PANEL;
+                    let (a_scale, a_low) = (q.scale[r * blocks + b], q.low[r * blocks + b]);
+                    v = finish(integer, a_scale, w.scale[at], a_low, w.scaled_sum[at], v);
+                }
+                out[r * n + o] = v;
+            }
+        }
+    }
+}
+
+/// AVX-512 VNNI: tiles of 8 rows × 32 outputs.
 #[cfg(target_arch = "x86_64")]
 mod vnni {
     use std::arch::x86_64::*;
@@ -275,6 +359,276 @@ mod vnni {
     }
 }
 
+/// Where a tile of the 256-bit and ARM kernels goes: rows `r..`, block `b`, outputs
+/// `16·half..16·half + 16` of panel `p`.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
+struct HalfPanel {
+    r: usize,
+    b: usize,
+    p: usize,
+    half: usize,
+}
+
+/// Every tile of up to `tile_rows` rows × 16 outputs, blocks in order (a tile of block b > 0
+/// adds to what block b − 1 left in `out`): `each(where, rows)`.
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
+fn each_half_panel(q: &Quantized, w: &Int8Weights, tile_rows: usize, mut each: impl FnMut(HalfPanel, usize)) {
+    for b in 0..w.inputs / GROUP {
+        for p in 0..w.outputs / PANEL {
+            for half in 0..2 {
+                for r in (0..q.rows).step_by(tile_rows) {
+                    each(HalfPanel { r, b, p, half }, (q.rows - r).min(tile_rows));
+                }
+            }
+        }
+    }
+}
+
+/// The 256-bit VNNI kernels, in one of the instruction's two encodings: tiles of 6 rows × 16
+/// outputs (12 accumulators, 2 weight registers and a broadcast of the 16 registers).
+macro_rules! ymm_vnni {
+    ($name:ident, $features:literal, $dpbusd:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        mod $name {
+            use std::arch::x86_64::*;
+
+            use super::{HalfPanel, Int8Weights, Quantized, GROUP, PANEL};
+
+            const TILE_ROWS: usize = 6;
+
+            #[target_feature(enable = $features)]
+            pub unsafe fn rows(q: &Quantized, w: &Int8Weights, bias: &[f32], out: &mut [f32]) {
+                let out = out.as_mut_ptr();
+                super::each_half_panel(q, w, TILE_ROWS, |at, rows| {
+                    // SAFETY: this module's features (the caller's contract); `at` is in bounds.
+                    unsafe {
+                        match rows {
+                            1 => tile::<1>(q, w, bias, out, at),
+                            2 => tile::<2>(q, w, bias, out, at),
+                            3 => tile::<3>(q, w, bias, out, at),
+                            4 => tile::<4>(q, w, bias, out, at),
+                            5 => tile::<5>(q, w, bias, out, at),
+                            _ => tile::<TILE_ROWS>(q, w, bias, out, at),
+                        }
+                    }
+                });
+            }
+
+            /// Rows `r..r + R`, block `b`, outputs `16·half..` of panel `p`; the first block
+            /// starts from the bias, the others from what `out` holds.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn tile<const R: usize>(q: &Quantized, w: &Int8Weights, bias: &[f32], out: *mut f32, at: HalfPanel) {
+                let HalfPanel { r, b, p, half } = at;
+                let (n, k, blocks) = (w.outputs, w.inputs, w.inputs / GROUP);
+                let panel = w.packed.as_ptr().add((p * k + b * GROUP) * PANEL + 64 * half);
+                let a = q.bytes.as_ptr().add(r * k + b * GROUP);
+                let mut acc = [[_mm256_setzero_si256(); 2]; R];
+                for step in 0..GROUP / 4 {
+                    let wp = panel.add(step * PANEL * 4);
+                    let (w0, w1) =
+                        (_mm256_loadu_si256(wp as *const __m256i), _mm256_loadu_si256(wp.add(32) as *const __m256i));
+                    for (i, acc) in acc.iter_mut().enumerate() {
+                        let x = _mm256_set1_epi32((a.add(i * k + step * 4) as *const i32).read_unaligned());
+                        acc[0] = $dpbusd(acc[0], x, w0);
+                        acc[1] = $dpbusd(acc[1], x, w1);
+                    }
+                }
+                let at = (p * blocks + b) * PANEL + 16 * half;
+                let s = [0, 8].map(|j| _mm256_loadu_ps(w.scale.as_ptr().add(at + j)));
+                let m = [0, 8].map(|j| _mm256_loadu_ps(w.scaled_sum.as_ptr().add(at + j)));
+                for (i, acc) in acc.iter().enumerate() {
+                    let o = out.add((r + i) * n + p * PANEL + 16 * half);
+                    let from = if b == 0 { bias.as_ptr().add(p * PANEL + 16 * half) } else { o as *const f32 };
+                    let a_scale = _mm256_set1_ps(q.scale[(r + i) * blocks + b]);
+                    let a_low = _mm256_set1_ps(q.low[(r + i) * blocks + b]);
+                    for j in 0..2 {
+                        let base = _mm256_loadu_ps(from.add(8 * j));
+                        let v = _mm256_fmadd_ps(
+                            _mm256_cvtepi32_ps(acc[j]),
+                            _mm256_mul_ps(a_scale, s[j]),
+                            _mm256_fmadd_ps(a_low, m[j], base),
+                        );
+                        _mm256_storeu_ps(o.add(8 * j), v);
+                    }
+                }
+            }
+        }
+    };
+}
+
+ymm_vnni!(ymm_vex, "avxvnni", _mm256_dpbusd_avx_epi32);
+
+/// Quantizing activations 8 at a time on any x86-64-v3 CPU (the 256-bit VNNI set's).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::GROUP;
+
+    /// `plain::quantize_block`'s bytes: the same rounding (`cvtps` rounds half to even), the
+    /// clamp to 0..=255 by the packs' saturation.
+    pub unsafe fn quantize_block(values: &[f32], bytes: &mut [u8]) -> (f32, f32) {
+        debug_assert!(values.len() == GROUP && bytes.len() == GROUP);
+        let v = values.as_ptr();
+        let (mut low, mut high) = (_mm256_loadu_ps(v), _mm256_loadu_ps(v));
+        for j in (8..GROUP).step_by(8) {
+            let x = _mm256_loadu_ps(v.add(j));
+            low = _mm256_min_ps(low, x);
+            high = _mm256_max_ps(high, x);
+        }
+        let mut lanes = [[0f32; 8]; 2];
+        _mm256_storeu_ps(lanes[0].as_mut_ptr(), low);
+        _mm256_storeu_ps(lanes[1].as_mut_ptr(), high);
+        let low = lanes[0].iter().copied().fold(f32::INFINITY, f32::min);
+        let high = lanes[1].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let scale = (high - low) / 255.0;
+        let inv = _mm256_set1_ps(if scale > 0.0 { 1.0 / scale } else { 0.0 });
+        let low_v = _mm256_set1_ps(low);
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for j in (0..GROUP).step_by(32) {
+            let q: [__m256i; 4] = std::array::from_fn(|i| {
+                _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v.add(j + 8 * i)), low_v), inv))
+            });
+            let words = [_mm256_packus_epi32(q[0], q[1]), _mm256_packus_epi32(q[2], q[3])];
+            let packed = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(words[0], words[1]), order);
+            _mm256_storeu_si256(bytes.as_mut_ptr().add(j) as *mut __m256i, packed);
+        }
+        (scale, low)
+    }
+}
+ymm_vnni!(ymm_evex, "avx512vnni,avx512vl", _mm256_dpbusd_epi32);
+
+/// ARM with dot products: tiles of 4 rows × 16 outputs (16 accumulators). `sdot` multiplies
+/// signed bytes, so the activations go in as `q − 128` and each output takes back
+/// `128 · Σ w` (exact): the same integer as `vpdpbusd`'s.
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use std::arch::aarch64::*;
+
+    use super::{HalfPanel, Int8Weights, Quantized, GROUP, PANEL};
+
+    const TILE_ROWS: usize = 4;
+
+    /// `acc` plus, per lane, the 4 products of that lane's 4 bytes of `w` with bytes
+    /// `4·LANE..4·LANE + 4` of `a` (`sdot` by element; inline assembly while Rust's
+    /// intrinsic is unstable).
+    #[inline(always)]
+    unsafe fn sdot_lane<const LANE: usize>(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
+        let mut acc = acc;
+        macro_rules! sdot {
+            ($lane:literal) => {
+                std::arch::asm!(
+                    concat!("sdot {acc:v}.4s, {w:v}.16b, {a:v}.4b[", $lane, "]"),
+                    acc = inout(vreg) acc,
+                    w = in(vreg) w,
+                    a = in(vreg) a,
+                    options(pure, nomem, nostack, preserves_flags)
+                )
+            };
+        }
+        match LANE {
+            0 => sdot!("0"),
+            1 => sdot!("1"),
+            2 => sdot!("2"),
+            _ => sdot!("3"),
+        }
+        acc
+    }
+
+    /// `plain::quantize_block`'s bytes: `fcvtns` rounds half to even, the narrowing moves
+    /// saturate to 0..=255.
+    pub unsafe fn quantize_block(values: &[f32], bytes: &mut [u8]) -> (f32, f32) {
+        debug_assert!(values.len() == GROUP && bytes.len() == GROUP);
+        let v = values.as_ptr();
+        let (mut low, mut high) = (vld1q_f32(v), vld1q_f32(v));
+        for j in (4..GROUP).step_by(4) {
+            let x = vld1q_f32(v.add(j));
+            low = vminq_f32(low, x);
+            high = vmaxq_f32(high, x);
+        }
+        let (low, high) = (vminvq_f32(low), vmaxvq_f32(high));
+        let scale = (high - low) / 255.0;
+        let inv = vdupq_n_f32(if scale > 0.0 { 1.0 / scale } else { 0.0 });
+        let low_v = vdupq_n_f32(low);
+        for j in (0..GROUP).step_by(16) {
+            let q: [int32x4_t; 4] =
+                std::array::from_fn(|i| vcvtnq_s32_f32(vmulq_f32(vsubq_f32(vld1q_f32(v.add(j + 4 * i)), low_v), inv)));
+            let words = [
+                vcombine_u16(vqmovun_s32(q[0]), vqmovun_s32(q[1])),
+                vcombine_u16(vqmovun_s32(q[2]), vqmovun_s32(q[3])),
+            ];
+            vst1q_u8(bytes.as_mut_ptr().add(j), vcombine_u8(vqmovn_u16(words[0]), vqmovn_u16(words[1])));
+        }
+        (scale, low)
+    }
+
+    #[target_feature(enable = "dotprod")]
+    pub unsafe fn rows(q: &Quantized, w: &Int8Weights, bias: &[f32], out: &mut [f32]) {
+        let out = out.as_mut_ptr();
+        super::each_half_panel(q, w, TILE_ROWS, |at, rows| {
+            // SAFETY: the CPU has dot products (the caller's contract); `at` is in bounds.
+            unsafe {
+                match rows {
+                    1 => tile::<1>(q, w, bias, out, at),
+                    2 => tile::<2>(q, w, bias, out, at),
+                    3 => tile::<3>(q, w, bias, out, at),
+                    _ => tile::<TILE_ROWS>(q, w, bias, out, at),
+                }
+            }
+        });
+    }
+
+    /// Rows `r..r + R`, block `b`, outputs `16·half..` of panel `p`, as in the 256-bit
+    /// kernels.
+    #[target_feature(enable = "dotprod")]
+    #[inline]
+    unsafe fn tile<const R: usize>(q: &Quantized, w: &Int8Weights, bias: &[f32], out: *mut f32, at: HalfPanel) {
+        let HalfPanel { r, b, p, half } = at;
+        let (n, k, blocks) = (w.outputs, w.inputs, w.inputs / GROUP);
+        let panel = w.packed.as_ptr().add((p * k + b * GROUP) * PANEL + 64 * half);
+        let a = q.bytes.as_ptr().add(r * k + b * GROUP);
+        let flip = vdupq_n_u8(0x80);
+        let mut acc = [[vdupq_n_s32(0); 4]; R];
+        // 16 inputs at a time: each row's 16 bytes, then four steps of 4 inputs.
+        for group in 0..GROUP / 16 {
+            let x: [int8x16_t; R] =
+                std::array::from_fn(|i| vreinterpretq_s8_u8(veorq_u8(vld1q_u8(a.add(i * k + 16 * group)), flip)));
+            macro_rules! step {
+                ($lane:literal) => {{
+                    let wp = panel.add((4 * group + $lane) * PANEL * 4);
+                    let ws = [0, 16, 32, 48].map(|j| vld1q_s8(wp.add(j)));
+                    for (i, acc) in acc.iter_mut().enumerate() {
+                        for j in 0..4 {
+                            acc[j] = sdot_lane::<$lane>(acc[j], ws[j], x[i]);
+                        }
+                    }
+                }};
+            }
+            step!(0);
+            step!(1);
+            step!(2);
+            step!(3);
+        }
+        let at = (p * blocks + b) * PANEL + 16 * half;
+        let back = [0, 4, 8, 12].map(|j| vshlq_n_s32::<7>(vld1q_s32(w.sum.as_ptr().add(at + j))));
+        let s = [0, 4, 8, 12].map(|j| vld1q_f32(w.scale.as_ptr().add(at + j)));
+        let m = [0, 4, 8, 12].map(|j| vld1q_f32(w.scaled_sum.as_ptr().add(at + j)));
+        for (i, acc) in acc.iter().enumerate() {
+            let o = out.add((r + i) * n + p * PANEL + 16 * half);
+            let from = if b == 0 { bias.as_ptr().add(p * PANEL + 16 * half) } else { o as *const f32 };
+            let a_scale = vdupq_n_f32(q.scale[(r + i) * blocks + b]);
+            let a_low = vdupq_n_f32(q.low[(r + i) * blocks + b]);
+            for j in 0..4 {
+                let integer = vaddq_s32(acc[j], back[j]);
+                let inner = vfmaq_f32(vld1q_f32(from.add(4 * j)), a_low, m[j]);
+                vst1q_f32(o.add(4 * j), vfmaq_f32(inner, vcvtq_f32_s32(integer), vmulq_f32(a_scale, s[j])));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,5 +666,33 @@ mod tests {
         let mut alone = vec![0f32; n];
         layer.forward(&input[7 * k..8 * k], 1, &bias, &mut alone);
         assert_eq!(alone, out[7 * n..8 * n]);
+    }
+
+    /// Every int8 kernel set this CPU runs gives the plain arithmetic's bits (AVX-512 VNNI and
+    /// the 256-bit VNNI kernels on x86, `sdot` on ARM), and those are the bits recorded on
+    /// x86-64 (2026-12-03): a passage's vector is the same on every CPU that runs int8.
+    #[test]
+    fn every_int8_kernel_set_gives_the_same_bits() {
+        let (rows, k, n) = (13, 3 * GROUP, 2 * PANEL);
+        let value = |i: usize, salt: usize| (((i * 2654435761 + salt) % 1000) as f32 - 500.0) / 700.0;
+        let weight: Vec<f32> = (0..n * k).map(|i| value(i, 1)).collect();
+        let bias: Vec<f32> = (0..n).map(|i| value(i, 2)).collect();
+        let mut input: Vec<f32> = (0..rows * k).map(|i| value(i, 3) * if i % 7 == 0 { 9.0 } else { 1.0 }).collect();
+        input[2 * k..2 * k + GROUP].fill(-0.5);
+        let layer = Int8Weights::quantized(&weight, n, k).unwrap();
+        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let mut plain = vec![0f32; rows * n];
+        layer.forward_by(KernelSet::Portable, &input, rows, &bias, &mut plain);
+        let mut ran = Vec::new();
+        for set in KernelSet::runnable().into_iter().filter_map(kernels_of) {
+            let mut out = vec![f32::NAN; rows * n];
+            layer.forward_by(set, &input, rows, &bias, &mut out);
+            assert_eq!(bits(&out), bits(&plain), "{} int8 kernels", set.name());
+            ran.push(set.name());
+        }
+        eprintln!("int8 kernel sets checked against the plain arithmetic: {ran:?}");
+        let digest =
+            bits(&plain).iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+        assert_eq!(digest, 10012433555042800838, "the int8 layer's bits differ from x86-64's");
     }
 }

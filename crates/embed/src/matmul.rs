@@ -107,11 +107,12 @@ impl Dense {
     }
 }
 
-/// Whether to run the AVX-512 kernels: the CPU has AVX-512F, and `QUIRE_KERNELS=avx2` (the
-/// decoder's switch too) does not ask for the baseline, for side-by-side figures. Checked once.
+/// Whether to run the AVX-512 kernels: the CPU has AVX-512F, and `QUIRE_KERNELS` (the
+/// decoder's switch too) does not ask for a narrower set, for side-by-side figures. Checked
+/// once.
 pub fn avx512() -> bool {
     static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| std::env::var("QUIRE_KERNELS").map_or(true, |k| k != "avx2") && detect_avx512())
+    *HAS.get_or_init(|| quire_simd::KernelSet::best() && detect_avx512())
 }
 
 fn detect_avx512() -> bool {

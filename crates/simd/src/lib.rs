@@ -1,28 +1,245 @@
-//! Vector float routines shared by the decoder (`quire-llm`) and the embedder (`quire-embed`):
-//! the softmax and the helpers it needs. The build baseline (x86-64-v3) has AVX2 and FMA;
+//! What the decoder (`quire-llm`) and the embedder (`quire-embed`) share about the CPU: the
+//! kernel sets it runs (`KernelSet`), and the softmax with the helpers it needs. The build baseline (x86-64-v3) has AVX2 and FMA;
 //! the AVX-512 form is for callers that detected it at run time.
 //!
 //! `softmax` is the decoder's: attention calls it for one token at a time and its result must
 //! not change with anything but the row (batch invariance), so it is the same instructions on
 //! every call of a process.
 
-/// `row` becomes its softmax.
+/// The instruction sets the kernels (the decoder's and the embedder's) come in, chosen once
+/// per process. Every set gives the same bits, so the choice changes nothing but the time.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[allow(dead_code)] // a build constructs only its own CPU family's sets
+pub enum KernelSet {
+    /// x86-64 with AVX-512 F/BW/VL/VNNI (Intel since Ice Lake, AMD since Zen 4).
+    Avx512Vnni,
+    /// x86-64 with 256-bit VNNI: AVX-VNNI (Intel since Alder Lake, AMD since Zen 5). Where the
+    /// CPU has AVX-512 VNNI instead, the same kernels run in that encoding of the instruction
+    /// (`avxvnni_encoding`), for side-by-side figures.
+    AvxVnni,
+    /// x86-64-v3, the x86 build's baseline.
+    Avx2,
+    /// ARMv8.2 dot products (`sdot`): every Apple silicon Mac, Snapdragon X, Graviton 2 on.
+    NeonDotprod,
+    /// NEON alone (every 64-bit ARM CPU).
+    Neon,
+    /// Plain Rust: any other CPU, and the reference the others are tested against.
+    Portable,
+}
+
+impl KernelSet {
+    /// The best set this CPU runs, or the one `QUIRE_KERNELS` names where the CPU runs it
+    /// (`avx512`, `avxvnni`, `avx2`, `dotprod`, `neon`, `portable`).
+    pub fn in_use() -> KernelSet {
+        static SET: std::sync::OnceLock<KernelSet> = std::sync::OnceLock::new();
+        *SET.get_or_init(|| {
+            let runnable = KernelSet::runnable();
+            let wanted = std::env::var("QUIRE_KERNELS").ok();
+            wanted
+                .and_then(|w| runnable.iter().copied().find(|set| set.flag() == w.trim().to_lowercase()))
+                .unwrap_or(runnable[0])
+        })
+    }
+
+    /// The sets this CPU runs, best first (`Portable` last, always).
+    pub fn runnable() -> Vec<KernelSet> {
+        let mut sets = Vec::new();
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            let avx512_vnni = has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni");
+            if avx512_vnni {
+                sets.push(KernelSet::Avx512Vnni);
+            }
+            if avx512_vnni || has!("avxvnni") {
+                sets.push(KernelSet::AvxVnni);
+            }
+            sets.push(KernelSet::Avx2);
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            if std::arch::is_aarch64_feature_detected!("dotprod") {
+                sets.push(KernelSet::NeonDotprod);
+            }
+            sets.push(KernelSet::Neon);
+        }
+        sets.push(KernelSet::Portable);
+        sets
+    }
+
+    /// Whether the 256-bit VNNI kernels run in the AVX-VNNI encoding (VEX) or, on a CPU with
+    /// AVX-512 VNNI but not AVX-VNNI (AMD Zen 4, Intel Ice Lake to Sapphire Rapids' servers),
+    /// in the AVX-512 VL one (EVEX): the same operation on the same registers.
+    #[cfg(target_arch = "x86_64")]
+    pub fn avxvnni_encoding() -> VnniEncoding {
+        static ENCODING: std::sync::OnceLock<VnniEncoding> = std::sync::OnceLock::new();
+        *ENCODING.get_or_init(|| {
+            if std::arch::is_x86_feature_detected!("avxvnni") {
+                VnniEncoding::Vex
+            } else {
+                VnniEncoding::Evex
+            }
+        })
+    }
+
+    /// The word `QUIRE_KERNELS` takes for this set.
+    pub fn flag(self) -> &'static str {
+        match self {
+            KernelSet::Avx512Vnni => "avx512",
+            KernelSet::AvxVnni => "avxvnni",
+            KernelSet::Avx2 => "avx2",
+            KernelSet::NeonDotprod => "dotprod",
+            KernelSet::Neon => "neon",
+            KernelSet::Portable => "portable",
+        }
+    }
+
+    /// For benchmark and log lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelSet::Avx512Vnni => "AVX-512 VNNI",
+            #[cfg(target_arch = "x86_64")]
+            KernelSet::AvxVnni if KernelSet::avxvnni_encoding() == VnniEncoding::Evex => {
+                "AVX-VNNI (256-bit, EVEX-encoded)"
+            }
+            KernelSet::AvxVnni => "AVX-VNNI",
+            KernelSet::Avx2 => "AVX2",
+            KernelSet::NeonDotprod => "NEON dotprod",
+            KernelSet::Neon => "NEON",
+            KernelSet::Portable => "portable",
+        }
+    }
+
+    /// Whether the process runs this CPU's best set (no `QUIRE_KERNELS` asking for a narrower
+    /// one): where it does, f32 kernels may use the widest vectors the CPU has.
+    pub fn best() -> bool {
+        KernelSet::in_use() == KernelSet::runnable()[0]
+    }
+}
+
+/// The encoding the 256-bit VNNI kernels run in (`KernelSet::avxvnni_encoding`).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum VnniEncoding {
+    Vex,
+    Evex,
+}
+
+/// `row` becomes its softmax: the same bits on every CPU (`plain` is the reference).
 pub fn softmax(row: &mut [f32]) {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     {
         // SAFETY: the build targets AVX2 and FMA.
         unsafe { avx2::softmax(row) }
     }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
+    #[cfg(target_arch = "aarch64")]
     {
-        let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0f32;
-        for s in row.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s;
+        // SAFETY: NEON is part of every aarch64 CPU.
+        unsafe { neon::softmax(row) }
+    }
+    #[cfg(not(any(
+        all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"),
+        target_arch = "aarch64"
+    )))]
+    plain::softmax(row)
+}
+
+/// The softmax one value at a time, each step the one the AVX2 form takes in each of its 8
+/// lanes: the exponential's polynomial with fused multiply-adds, the sum in 8 running sums
+/// (value i into sum i mod 8, the tail last) added in `avx2::hsum`'s order. Any CPU gets the
+/// vector forms' bits from it.
+pub mod plain {
+    /// `e^x` as `avx2::exp` computes it (x ≤ 0).
+    pub fn exp(x: f32) -> f32 {
+        let x = if x > -87.0 { x } else { -87.0 };
+        let n = (x * std::f32::consts::LOG2_E).round_ties_even();
+        let r = (-n).mul_add(0.693_359_4, x);
+        let r = (-n).mul_add(-2.121_944_4e-4, r);
+        let mut y = 1.987_569_1e-4f32;
+        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+            y = y.mul_add(r, c);
         }
-        for s in row.iter_mut() {
-            *s /= sum;
+        let y = y.mul_add(r * r, r) + 1.0;
+        y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    }
+
+    /// The sum of 8 lanes in `avx2::hsum`'s order.
+    pub fn hsum(s: [f32; 8]) -> f32 {
+        ((s[4] + s[0]) + (s[6] + s[2])) + ((s[5] + s[1]) + (s[7] + s[3]))
+    }
+
+    pub fn softmax(row: &mut [f32]) {
+        let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        let whole = row.len() / 8 * 8;
+        let mut sums = [0f32; 8];
+        for (i, v) in row.iter_mut().enumerate() {
+            *v = exp(*v - max);
+            if i < whole {
+                sums[i % 8] += *v;
+            }
+        }
+        for (i, v) in row[whole..].iter().enumerate() {
+            sums[i] += v;
+        }
+        let inverse = 1.0 / hsum(sums);
+        for v in row.iter_mut() {
+            *v *= inverse;
+        }
+    }
+}
+
+/// The AVX2 form on ARM: its 8 lanes as two vectors of 4, every step the same instruction
+/// (`vrndnq` rounds half to even as `_MM_FROUND_TO_NEAREST_INT` does; `vfmaq`/`vfmsq` round
+/// once as `vfmadd`/`vfnmadd`).
+#[cfg(target_arch = "aarch64")]
+pub mod neon {
+    use std::arch::aarch64::*;
+
+    #[inline(always)]
+    unsafe fn exp(x: float32x4_t) -> float32x4_t {
+        let x = vmaxq_f32(x, vdupq_n_f32(-87.0));
+        let n = vrndnq_f32(vmulq_n_f32(x, std::f32::consts::LOG2_E));
+        let r = vfmsq_f32(x, n, vdupq_n_f32(0.693_359_4));
+        let r = vfmsq_f32(r, n, vdupq_n_f32(-2.121_944_4e-4));
+        let mut y = vdupq_n_f32(1.987_569_1e-4);
+        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+            y = vfmaq_f32(vdupq_n_f32(c), y, r);
+        }
+        let y = vaddq_f32(vfmaq_f32(r, y, vmulq_f32(r, r)), vdupq_n_f32(1.0));
+        let two_n = vshlq_n_s32::<23>(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)));
+        vmulq_f32(y, vreinterpretq_f32_s32(two_n))
+    }
+
+    /// `row` becomes its softmax.
+    ///
+    /// # Safety
+    /// None beyond the slice's (NEON is part of every aarch64 CPU).
+    pub unsafe fn softmax(row: &mut [f32]) {
+        let n = row.len();
+        let whole = n / 8 * 8;
+        let p = row.as_mut_ptr();
+        let max = vdupq_n_f32(row.iter().cloned().fold(f32::NEG_INFINITY, f32::max));
+        let mut sums = [vdupq_n_f32(0.0); 2];
+        for c in (0..whole).step_by(8) {
+            for (h, sum) in sums.iter_mut().enumerate() {
+                let e = exp(vsubq_f32(vld1q_f32(p.add(c + 4 * h)), max));
+                vst1q_f32(p.add(c + 4 * h), e);
+                *sum = vaddq_f32(*sum, e);
+            }
+        }
+        let mut lanes = [0f32; 8];
+        vst1q_f32(lanes.as_mut_ptr(), sums[0]);
+        vst1q_f32(lanes.as_mut_ptr().add(4), sums[1]);
+        for (i, v) in row[whole..].iter_mut().enumerate() {
+            *v = super::plain::exp(*v - vgetq_lane_f32::<0>(max));
+            lanes[i] += *v;
+        }
+        let inverse = 1.0 / super::plain::hsum(lanes);
+        for c in (0..whole).step_by(4) {
+            vst1q_f32(p.add(c), vmulq_n_f32(vld1q_f32(p.add(c)), inverse));
+        }
+        for v in &mut row[whole..] {
+            *v *= inverse;
         }
     }
 }
@@ -193,6 +410,26 @@ mod tests {
                 assert!((g as f64 - want).abs() <= 4e-6 * want.max(1e-30) + 1e-37, "n {n} i {i}: {g} vs {want}");
             }
         }
+    }
+
+    /// The vector form this CPU runs gives the plain form's bits, and those are the bits
+    /// recorded on x86-64 (2026-12-03): every CPU's decoder weighs its passages alike.
+    #[test]
+    fn the_softmax_gives_the_same_bits_on_every_cpu() {
+        let mut all = Vec::new();
+        for n in [1, 3, 8, 13, 16, 37, 300, 1025] {
+            let row: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919 % 1009) as f32 - 500.0) / 23.0 - if i % 13 == 0 { 95.0 } else { 0.0 })
+                .collect();
+            let (mut fast, mut reference) = (row.clone(), row.clone());
+            softmax(&mut fast);
+            plain::softmax(&mut reference);
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&reference), "n {n}");
+            all.extend(bits(&fast));
+        }
+        let digest = all.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+        assert_eq!(digest, 4224196377031875016, "the softmax's bits differ from x86-64's");
     }
 
     /// The AVX-512 form against the same formula, where the CPU has it (on others only the

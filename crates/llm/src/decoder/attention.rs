@@ -12,57 +12,91 @@
 /// at `d * 16 .. d * 16 + 16`.
 pub const KEY_BLOCK: usize = 16;
 
+use super::kernels::KernelSet;
+
 /// `scores[h * seen + p] = scale × (queries[h] · key p)` for the `group` query heads of
 /// `queries` (`group × hd`) and the `seen` keys of `keys` (whole blocks of `KEY_BLOCK`).
 pub fn scores(queries: &[f32], keys: &[f32], hd: usize, scale: f32, scores: &mut [f32]) {
+    scores_by(KernelSet::in_use(), queries, keys, hd, scale, scores)
+}
+
+/// `scores` by the kernels of `set`, which the CPU must run (`KernelSet::runnable`).
+fn scores_by(set: KernelSet, queries: &[f32], keys: &[f32], hd: usize, scale: f32, scores: &mut [f32]) {
     let group = queries.len() / hd;
     let seen = scores.len() / group.max(1);
     assert!(keys.len() >= seen.next_multiple_of(KEY_BLOCK) * hd && scores.len() == group * seen);
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    {
-        if super::kernels::wide_kernel() {
-            // SAFETY: the CPU has AVX-512 F (`wide_kernel`); bounds are checked above.
-            unsafe { avx512::scores(queries, keys, hd, group, seen, scale, scores) }
-        } else {
-            // SAFETY: the build targets AVX2 and FMA (the cfg above); bounds are checked above.
-            unsafe { avx2::scores(queries, keys, hd, group, seen, scale, scores) }
-        }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
-    for p in 0..seen {
-        let block = &keys[p / KEY_BLOCK * KEY_BLOCK * hd..];
-        for h in 0..group {
-            let q = &queries[h * hd..(h + 1) * hd];
-            let dot: f32 = (0..hd).map(|d| q[d] * block[d * KEY_BLOCK + p % KEY_BLOCK]).sum();
-            scores[h * seen + p] = dot * scale;
-        }
+    match set {
+        // SAFETY: the CPU has AVX-512 F (`runnable`); bounds are checked above.
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        KernelSet::Avx512Vnni => unsafe { avx512::scores(queries, keys, hd, group, seen, scale, scores) },
+        // SAFETY: the build targets AVX2 and FMA (the cfg); bounds are checked above.
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        KernelSet::Avx2 | KernelSet::AvxVnni => unsafe { avx2::scores(queries, keys, hd, group, seen, scale, scores) },
+        // SAFETY: NEON is part of every aarch64 CPU; bounds are checked above.
+        #[cfg(target_arch = "aarch64")]
+        KernelSet::NeonDotprod | KernelSet::Neon => unsafe {
+            neon::scores(queries, keys, hd, group, seen, scale, scores)
+        },
+        _ => plain::scores(queries, keys, hd, group, seen, scale, scores),
     }
 }
 
 /// `out[h] = Σ_p weights[h * seen + p] × values[p]` for each of the `group` heads of `out`
 /// (`group × hd`) over the `seen` values of `values` (`seen × hd`).
 pub fn weighted_values(weights: &[f32], values: &[f32], hd: usize, out: &mut [f32]) {
+    weighted_values_by(KernelSet::in_use(), weights, values, hd, out)
+}
+
+/// `weighted_values` by the kernels of `set`, which the CPU must run.
+fn weighted_values_by(set: KernelSet, weights: &[f32], values: &[f32], hd: usize, out: &mut [f32]) {
     let group = out.len() / hd;
     let seen = weights.len() / group.max(1);
-    debug_assert!(values.len() >= seen * hd && weights.len() == group * seen);
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    {
-        if super::kernels::wide_kernel() {
-            // SAFETY: as in `scores`.
-            unsafe { avx512::weighted_values(weights, values, hd, group, seen, out) }
-        } else {
-            // SAFETY: as in `scores`.
-            unsafe { avx2::weighted_values(weights, values, hd, group, seen, out) }
+    assert!(values.len() >= seen * hd && weights.len() == group * seen);
+    match set {
+        // SAFETY: as in `scores`.
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        KernelSet::Avx512Vnni => unsafe { avx512::weighted_values(weights, values, hd, group, seen, out) },
+        // SAFETY: as in `scores`.
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        KernelSet::Avx2 | KernelSet::AvxVnni => unsafe { avx2::weighted_values(weights, values, hd, group, seen, out) },
+        // SAFETY: as in `scores`.
+        #[cfg(target_arch = "aarch64")]
+        KernelSet::NeonDotprod | KernelSet::Neon => unsafe {
+            neon::weighted_values(weights, values, hd, group, seen, out)
+        },
+        _ => plain::weighted_values(weights, values, hd, group, seen, out),
+    }
+}
+
+/// The sums every kernel set computes, one lane at a time in plain Rust: a score is a chain of
+/// fused multiply-adds over the dimensions, from zero, then times the scale; a weighted value
+/// a chain over the positions, fused for the dimensions that fill vectors of 8 and plain
+/// (multiply, then add) for the last `hd % 8`, as the AVX2 loops do.
+mod plain {
+    use super::KEY_BLOCK;
+
+    pub fn scores(q: &[f32], keys: &[f32], hd: usize, group: usize, seen: usize, scale: f32, out: &mut [f32]) {
+        for p in 0..seen {
+            let block = &keys[p / KEY_BLOCK * KEY_BLOCK * hd..];
+            for h in 0..group {
+                let q = &q[h * hd..(h + 1) * hd];
+                let dot = (0..hd).fold(0f32, |acc, d| q[d].mul_add(block[d * KEY_BLOCK + p % KEY_BLOCK], acc));
+                out[h * seen + p] = dot * scale;
+            }
         }
     }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
-    for h in 0..group {
-        let o = &mut out[h * hd..(h + 1) * hd];
-        o.fill(0.0);
-        for p in 0..seen {
-            let w = weights[h * seen + p];
-            for (oi, vi) in o.iter_mut().zip(&values[p * hd..(p + 1) * hd]) {
-                *oi += w * vi;
+
+    pub fn weighted_values(w: &[f32], values: &[f32], hd: usize, group: usize, seen: usize, out: &mut [f32]) {
+        let fused = hd / 8 * 8;
+        for h in 0..group {
+            let o = &mut out[h * hd..(h + 1) * hd];
+            o.fill(0.0);
+            for p in 0..seen {
+                let wp = w[h * seen + p];
+                let v = &values[p * hd..(p + 1) * hd];
+                for c in 0..hd {
+                    o[c] = if c < fused { wp.mul_add(v[c], o[c]) } else { o[c] + wp * v[c] };
+                }
             }
         }
     }
@@ -299,6 +333,101 @@ mod avx512 {
     }
 }
 
+/// The same chains of fused multiply-adds four lanes at a time on ARM (`vfmaq_f32` rounds
+/// once, as `vfmadd` does): a key block's 16 positions are four vectors here, two with AVX2.
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use super::KEY_BLOCK;
+    use std::arch::aarch64::*;
+
+    pub unsafe fn scores(q: &[f32], keys: &[f32], hd: usize, group: usize, seen: usize, scale: f32, out: &mut [f32]) {
+        // Up to 6 heads per pass over a block: 24 accumulators, 4 key vectors.
+        for first in (0..group).step_by(6) {
+            let heads = &q[first * hd..(first + (group - first).min(6)) * hd];
+            let out = &mut out[first * seen..];
+            match heads.len() / hd {
+                1 => heads_scores::<1>(heads, keys, hd, seen, scale, out),
+                2 => heads_scores::<2>(heads, keys, hd, seen, scale, out),
+                3 => heads_scores::<3>(heads, keys, hd, seen, scale, out),
+                4 => heads_scores::<4>(heads, keys, hd, seen, scale, out),
+                5 => heads_scores::<5>(heads, keys, hd, seen, scale, out),
+                _ => heads_scores::<6>(heads, keys, hd, seen, scale, out),
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn heads_scores<const N: usize>(
+        q: &[f32],
+        keys: &[f32],
+        hd: usize,
+        seen: usize,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        for block in 0..seen.div_ceil(KEY_BLOCK) {
+            let k = keys.as_ptr().add(block * KEY_BLOCK * hd);
+            let mut acc = [[vdupq_n_f32(0.0); 4]; N];
+            for d in 0..hd {
+                let kd = [0, 4, 8, 12].map(|i| vld1q_f32(k.add(d * KEY_BLOCK + i)));
+                for (h, a) in acc.iter_mut().enumerate() {
+                    let qd = *q.get_unchecked(h * hd + d);
+                    for i in 0..4 {
+                        a[i] = vfmaq_n_f32(a[i], kd[i], qd);
+                    }
+                }
+            }
+            let from = block * KEY_BLOCK;
+            let here = (seen - from).min(KEY_BLOCK);
+            for (h, a) in acc.iter().enumerate() {
+                let mut lanes = [0f32; KEY_BLOCK];
+                for i in 0..4 {
+                    vst1q_f32(lanes.as_mut_ptr().add(4 * i), vmulq_n_f32(a[i], scale));
+                }
+                out[h * seen + from..h * seen + from + here].copy_from_slice(&lanes[..here]);
+            }
+        }
+    }
+
+    pub unsafe fn weighted_values(w: &[f32], values: &[f32], hd: usize, group: usize, seen: usize, out: &mut [f32]) {
+        let fused = hd / 8 * 8;
+        let v = values.as_ptr();
+        for h in 0..group {
+            let w = &w[h * seen..(h + 1) * seen];
+            let o = out.as_mut_ptr().add(h * hd);
+            // 32 dimensions at a time (8 running sums), then 4.
+            let mut c = 0;
+            while c + 32 <= fused {
+                let mut acc = [vdupq_n_f32(0.0); 8];
+                for (p, &wp) in w.iter().enumerate() {
+                    for (i, a) in acc.iter_mut().enumerate() {
+                        *a = vfmaq_n_f32(*a, vld1q_f32(v.add(p * hd + c + 4 * i)), wp);
+                    }
+                }
+                for (i, a) in acc.iter().enumerate() {
+                    vst1q_f32(o.add(c + 4 * i), *a);
+                }
+                c += 32;
+            }
+            while c < fused {
+                let mut acc = vdupq_n_f32(0.0);
+                for (p, &wp) in w.iter().enumerate() {
+                    acc = vfmaq_n_f32(acc, vld1q_f32(v.add(p * hd + c)), wp);
+                }
+                vst1q_f32(o.add(c), acc);
+                c += 4;
+            }
+            for c in fused..hd {
+                let mut s = 0f32;
+                for (p, &wp) in w.iter().enumerate() {
+                    s += wp * values[p * hd + c];
+                }
+                *o.add(c) = s;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,34 +469,30 @@ mod tests {
         }
     }
 
-    /// Where the CPU has AVX-512 its kernels give the AVX2 kernels' bits, so which of them
-    /// runs changes no answer.
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    /// Every kernel set this CPU runs gives the plain sums' bits (on x86 AVX-512 and AVX2, on
+    /// ARM NEON), so which of them runs, and on which CPU, changes no answer.
     #[test]
-    fn wide_and_narrow_kernels_give_the_same_bits() {
-        if !super::super::kernels::cpu_has_avx512_vnni() {
-            return;
-        }
+    fn every_kernel_set_gives_the_same_bits() {
+        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         for hd in [64, 72, 100, 128] {
             let (group, seen): (usize, usize) = (7, 37);
             let f = |i: usize, m: usize| ((i * m % 101) as f32 - 50.0) / 37.0;
             let q: Vec<f32> = (0..group * hd).map(|i| f(i, 7)).collect();
             let keys: Vec<f32> = (0..seen.next_multiple_of(KEY_BLOCK) * hd).map(|i| f(i, 13)).collect();
             let v: Vec<f32> = (0..seen * hd).map(|i| f(i, 17)).collect();
-            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-            let (mut narrow, mut wide) = (vec![0f32; group * seen], vec![0f32; group * seen]);
-            unsafe {
-                avx2::scores(&q, &keys, hd, group, seen, 0.3, &mut narrow);
-                avx512::scores(&q, &keys, hd, group, seen, 0.3, &mut wide);
-            }
-            assert_eq!(bits(&narrow), bits(&wide), "scores, hd {hd}");
             let w: Vec<f32> = (0..group * seen).map(|i| f(i, 3) / 10.0).collect();
-            let (mut narrow, mut wide) = (vec![0f32; group * hd], vec![0f32; group * hd]);
-            unsafe {
-                avx2::weighted_values(&w, &v, hd, group, seen, &mut narrow);
-                avx512::weighted_values(&w, &v, hd, group, seen, &mut wide);
+            let mut plain_scores = vec![0f32; group * seen];
+            scores_by(KernelSet::Portable, &q, &keys, hd, 0.3, &mut plain_scores);
+            let mut plain_values = vec![0f32; group * hd];
+            weighted_values_by(KernelSet::Portable, &w, &v, hd, &mut plain_values);
+            for set in KernelSet::runnable() {
+                let mut s = vec![0f32; group * seen];
+                scores_by(set, &q, &keys, hd, 0.3, &mut s);
+                assert_eq!(bits(&s), bits(&plain_scores), "scores, {} kernels, hd {hd}", set.name());
+                let mut out = vec![f32::NAN; group * hd];
+                weighted_values_by(set, &w, &v, hd, &mut out);
+                assert_eq!(bits(&out), bits(&plain_values), "weighted values, {} kernels, hd {hd}", set.name());
             }
-            assert_eq!(bits(&narrow), bits(&wide), "weighted values, hd {hd}");
         }
     }
 }

@@ -124,7 +124,10 @@ macro_rules! k_quant_row_dot {
 
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             fn panelled() -> bool {
-                true
+                matches!(
+                    kernels::KernelSet::in_use(),
+                    kernels::KernelSet::Avx512Vnni | kernels::KernelSet::AvxVnni | kernels::KernelSet::Avx2
+                )
             }
 
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -132,15 +135,21 @@ macro_rules! k_quant_row_dot {
                 let per_row = cols / 256;
                 let row_bytes = per_row * std::mem::size_of::<Self>();
                 let bytes = kernels::bytes_of(rows);
-                let unpack = |i: usize, b: usize, u: &mut kernels::panel::Unpacked| {
+                let unpack = |i: usize, b: usize, u: &mut kernels::block::Unpacked| {
                     // SAFETY: the build targets AVX2, which unpacking uses; the row holds whole blocks.
                     unsafe { kernels::$kernels::unpack(&bytes[i * row_bytes..(i + 1) * row_bytes], b, u) }
                 };
-                if kernels::wide_kernel() {
-                    // SAFETY: the CPU has AVX-512 F/BW/VNNI (`wide_kernel`).
-                    unsafe { kernels::panel::matmul::<$sub>(rows.len() / per_row, per_row, unpack, panels, out, m) }
-                } else {
-                    kernels::panel_avx2::matmul::<$sub>(rows.len() / per_row, per_row, unpack, panels, out, m)
+                let rows_here = rows.len() / per_row;
+                match kernels::KernelSet::in_use() {
+                    // SAFETY: the CPU has AVX-512 F/BW/VNNI (`in_use` picks only sets it runs).
+                    kernels::KernelSet::Avx512Vnni => unsafe {
+                        kernels::panel::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
+                    },
+                    // SAFETY: the CPU has 256-bit VNNI in one of its encodings (as above).
+                    kernels::KernelSet::AvxVnni => unsafe {
+                        kernels::panel_vnni256::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
+                    },
+                    _ => kernels::panel_avx2::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m),
                 }
             }
         }

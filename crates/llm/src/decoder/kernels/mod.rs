@@ -5,20 +5,27 @@
 //! each token. A token's result is computed by the same instructions in the same order
 //! whatever the tile holds, so it is bit-identical to computing it alone.
 //!
-//! Prompt-sized batches go through panels of 16 tokens (`panel`, `panel_avx2`), which multiply
-//! several rows with all 16 at once.
+//! Prompt-sized batches go through panels of 16 tokens (`panel` with AVX-512 VNNI,
+//! `panel_vnni256` with 256-bit VNNI, `panel_avx2`), which multiply several rows with all 16 at
+//! once.
 //!
-//! The build baseline is x86-64-v3 (AVX2), so the app runs on any recent x86-64 CPU; where the
-//! CPU has AVX-512 with VNNI the wider kernels run, chosen once per process. Every kernel ends
+//! Kernel sets (`KernelSet`), chosen once per process: on x86-64 the build baseline is
+//! x86-64-v3 (AVX2) and AVX-512 VNNI runs where the CPU has it; on 64-bit ARM NEON, with `sdot`
+//! where the CPU has dot products (`neon`); elsewhere plain Rust (`block`). Every kernel ends
 //! each block in the same two exact integers and the same two fused multiply-adds
-//! (`panel::canonical`), so they all give the same bits.
+//! (`block::canonical`), so they all give the same bits on every CPU.
 
 use candle_core::quantized::k_quants::BlockQ8K;
 
+pub mod block;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub mod panel;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub mod panel_avx2;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub mod panel_vnni256;
 pub mod q4k;
 pub mod q6k;
 
@@ -30,20 +37,13 @@ pub const TILE: usize = 4;
 pub const Q8K_BYTES: usize = 292;
 const _: () = assert!(std::mem::size_of::<BlockQ8K>() == Q8K_BYTES);
 
-// For the AVX2 kernels, and the tests' bit-for-bit comparisons on every CPU.
-#[cfg(any(test, all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
+/// Blocks of plain `repr(C)` data as the bytes the kernels read by offset.
 pub fn bytes_of<T>(blocks: &[T]) -> &[u8] {
     // SAFETY: plain `repr(C)` data read as bytes, same length in bytes.
     unsafe { std::slice::from_raw_parts(blocks.as_ptr() as *const u8, std::mem::size_of_val(blocks)) }
 }
 
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub fn f16_at(b: &[u8], at: usize) -> f32 {
-    half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
-}
-
 /// Each token's blocks as bytes (the kernels read them by offset).
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub fn token_bytes<'a>(tokens: &[&'a [BlockQ8K]]) -> [&'a [u8]; TILE] {
     let mut ys: [&[u8]; TILE] = [&[]; TILE];
     for (y, t) in ys.iter_mut().zip(tokens) {
@@ -60,17 +60,10 @@ pub fn q8k_block(token: &[u8], b: usize) -> (f32, *const u8) {
     (f32::from_le_bytes([y[0], y[1], y[2], y[3]]), y[4..].as_ptr())
 }
 
-/// Whether the AVX-512 kernels run: where the CPU has them (Intel since Ice Lake, AMD since
-/// Zen 4). `QUIRE_KERNELS=avx2` keeps the baseline kernels, for side-by-side measurements.
-/// Chosen once per process, so every token of a run goes through the same ones.
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub fn wide_kernel() -> bool {
-    static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WIDE.get_or_init(|| std::env::var("QUIRE_KERNELS").map_or(true, |k| k != "avx2") && cpu_has_avx512_vnni())
-}
+pub use quire_simd::KernelSet;
 
-/// The CPU features the AVX-512 kernels need.
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+/// The CPU features the AVX-512 kernels need (the panel tests' check).
+#[cfg(all(test, target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub fn cpu_has_avx512_vnni() -> bool {
     is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
@@ -78,41 +71,51 @@ pub fn cpu_has_avx512_vnni() -> bool {
 }
 
 /// A tile kernel's signature: one row's blocks (as bytes), up to `TILE` tokens, their results.
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub type TileKernel = unsafe fn(&[u8], &[&[BlockQ8K]], &mut [f32]);
 
-/// `out[t] = row · tokens[t]` for up to `TILE` tokens, through a format's AVX-512 kernel where
-/// `wide_kernel`, else its AVX2 one.
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub fn dispatch(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32], wide: TileKernel, narrow: TileKernel) {
-    debug_assert!(tokens.len() <= TILE && out.len() == tokens.len());
-    if wide_kernel() {
-        // SAFETY: the CPU has AVX-512 F/BW/VNNI (checked at run time).
-        unsafe { wide(row, tokens, out) }
-    } else {
-        // SAFETY: the build targets AVX2 and FMA (checked by the cfg above).
-        unsafe { narrow(row, tokens, out) }
-    }
+/// A format's tile kernel in every set this build has, and its plain-Rust form.
+pub struct Tiles {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    pub avx512: TileKernel,
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    pub avx2: TileKernel,
+    #[cfg(target_arch = "aarch64")]
+    pub dotprod: TileKernel,
+    #[cfg(target_arch = "aarch64")]
+    pub neon: TileKernel,
+    pub portable: fn(&[u8], &[&[BlockQ8K]], &mut [f32]),
 }
 
-/// candle's dot product per token, where the build has no x86 kernels.
-#[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
-pub fn portable<T: candle_core::quantized::k_quants::GgmlType<VecDotType = BlockQ8K>>(
-    row: &[T],
-    tokens: &[&[BlockQ8K]],
-    out: &mut [f32],
-) {
-    for (o, t) in out.iter_mut().zip(tokens) {
-        *o = T::vec_dot(row.len() * QK_K, row, t);
+impl Tiles {
+    /// This format's kernel of `set`.
+    pub fn of(&self, set: KernelSet) -> TileKernel {
+        match set {
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            KernelSet::Avx512Vnni => self.avx512,
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            KernelSet::Avx2 => self.avx2,
+            // The 256-bit VNNI set has no tiles of its own: AVX2's.
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            KernelSet::AvxVnni => self.avx2,
+            #[cfg(target_arch = "aarch64")]
+            KernelSet::NeonDotprod => self.dotprod,
+            #[cfg(target_arch = "aarch64")]
+            KernelSet::Neon => self.neon,
+            _ => self.portable,
+        }
+    }
+
+    /// `out[t] = row · tokens[t]` for up to `TILE` tokens, by the set in use.
+    pub fn dot(&self, row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+        debug_assert!(tokens.len() <= TILE && out.len() == tokens.len());
+        // SAFETY: `in_use` picks only sets this CPU runs (`runnable`).
+        unsafe { self.of(KernelSet::in_use())(row, tokens, out) }
     }
 }
 
 /// The kernels in use, for benchmark and log lines.
 pub fn kernel_name() -> &'static str {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    return if wide_kernel() { "AVX-512 VNNI" } else { "AVX2" };
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
-    "portable"
+    KernelSet::in_use().name()
 }
 
 /// `x` (whole blocks of 256) quantized to Q8_K, bit for bit as candle's `BlockQ8K::from_float`
@@ -196,5 +199,136 @@ mod quantize_tests {
         quantize_q8k(&x, &mut ours);
         BlockQ8K::from_float(&x, &mut candles);
         assert_eq!(bytes_of(&ours), bytes_of(&candles));
+    }
+}
+
+#[cfg(test)]
+mod set_tests {
+    use super::block::{Q4K_BYTES, Q6K_BYTES};
+    use super::*;
+
+    /// Deterministic bytes (a 64-bit LCG), the same on every CPU.
+    fn bytes(seed: u64, n: usize) -> Vec<u8> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (s >> 56) as u8
+            })
+            .collect()
+    }
+
+    /// `rows` weight rows of `blocks` blocks of a format: random bytes with f16 scales of a
+    /// weight's size put at `scale_at`.
+    fn rows(seed: u64, rows: usize, blocks: usize, block_bytes: usize, scale_at: &[usize]) -> Vec<u8> {
+        let mut x = bytes(seed, rows * blocks * block_bytes);
+        for (i, block) in x.chunks_mut(block_bytes).enumerate() {
+            for (k, &at) in scale_at.iter().enumerate() {
+                let v = half::f16::from_f32((1 + (i * 7 + k * 3) % 13) as f32 * 1e-3);
+                block[at..at + 2].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        x
+    }
+
+    /// Q8_K tokens: random values, a scale, and their true 16-value sums.
+    fn tokens(seed: u64, count: usize, blocks: usize) -> Vec<Vec<BlockQ8K>> {
+        (0..count)
+            .map(|t| {
+                let mut raw = bytes(seed + t as u64, blocks * Q8K_BYTES);
+                for (b, y) in raw.chunks_mut(Q8K_BYTES).enumerate() {
+                    y[..4].copy_from_slice(&(0.01 + 0.003 * (b + t) as f32).to_le_bytes());
+                    for s in 0..16 {
+                        let sum: i16 = y[4 + 16 * s..4 + 16 * s + 16].iter().map(|&v| v as i8 as i16).sum();
+                        y[4 + QK_K + 2 * s..4 + QK_K + 2 * s + 2].copy_from_slice(&sum.to_le_bytes());
+                    }
+                }
+                let mut blocks_out = vec![BlockQ8K::zeros(); blocks];
+                // SAFETY: BlockQ8K is plain `repr(C)` data of Q8K_BYTES bytes.
+                unsafe { std::ptr::copy_nonoverlapping(raw.as_ptr(), blocks_out.as_mut_ptr() as *mut u8, raw.len()) };
+                blocks_out
+            })
+            .collect()
+    }
+
+    use candle_core::quantized::k_quants::GgmlType;
+
+    /// Every set's results for 8 rows × 7 tokens, in tiles of 4 and 3, and one token alone.
+    fn results(tiles: &Tiles, set: KernelSet, rows: &[u8], row_bytes: usize, tokens: &[Vec<BlockQ8K>]) -> Vec<u32> {
+        let refs: Vec<&[BlockQ8K]> = tokens.iter().map(|t| t.as_slice()).collect();
+        let mut bits = Vec::new();
+        for row in rows.chunks(row_bytes) {
+            for tile in refs.chunks(TILE) {
+                let mut out = vec![f32::NAN; tile.len()];
+                // SAFETY: `set` is one this CPU runs (`runnable`).
+                unsafe { tiles.of(set)(row, tile, &mut out) };
+                bits.extend(out.iter().map(|v| v.to_bits()));
+            }
+            let mut alone = [f32::NAN];
+            unsafe { tiles.of(set)(row, &refs[5..6], &mut alone) };
+            assert_eq!(alone[0].to_bits(), bits[bits.len() - 2], "{}: token 5 alone and in its tile", set.name());
+        }
+        bits
+    }
+
+    fn fnv(bits: &[u32]) -> u64 {
+        bits.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+    }
+
+    /// Every kernel set this CPU runs gives the plain-Rust kernel's bits for both formats, and
+    /// those bits are the ones recorded on x86-64 (AVX-512 VNNI, AVX2 and plain all agreeing,
+    /// 2026-12-03): a CPU whose kernels, compiler or floating point round differently fails
+    /// here, not in an answer.
+    #[test]
+    fn every_kernel_set_gives_the_recorded_bits() {
+        let blocks = 6;
+        let tokens = tokens(11, 7, blocks);
+        for (name, tiles, block_bytes, scale_at, recorded) in [
+            ("Q4_K", &q4k::TILES, Q4K_BYTES, &[0usize, 2][..], 1508532872545149749u64),
+            ("Q6_K", &q6k::TILES, Q6K_BYTES, &[block::Q6K_D][..], 857392238854436711u64),
+        ] {
+            let rows = rows(3, 8, blocks, block_bytes, scale_at);
+            let plain = results(tiles, KernelSet::Portable, &rows, blocks * block_bytes, &tokens);
+            for set in KernelSet::runnable() {
+                assert_eq!(
+                    results(tiles, set, &rows, blocks * block_bytes, &tokens),
+                    plain,
+                    "{name}: {} kernels",
+                    set.name()
+                );
+            }
+            // Near candle's own dot product (whose sums run in another order).
+            for (r, row) in rows.chunks(blocks * block_bytes).enumerate() {
+                let candle = match name {
+                    "Q4_K" => candle_dot::<candle_core::quantized::k_quants::BlockQ4K>(row, &tokens[0]),
+                    _ => candle_dot::<candle_core::quantized::k_quants::BlockQ6K>(row, &tokens[0]),
+                };
+                let ours = f32::from_bits(plain[r * 7]);
+                assert!(
+                    (ours - candle).abs() <= 1e-4 * candle.abs().max(1.0),
+                    "{name} row {r}: {ours} vs candle {candle}"
+                );
+            }
+            assert_eq!(fnv(&plain), recorded, "{name}: the bits differ from x86-64's");
+        }
+    }
+
+    /// The process runs the best set its CPU has unless told otherwise (tools/test-aarch64.sh
+    /// reads the printed name under each emulated CPU).
+    #[test]
+    fn the_kernels_in_use_are_the_best_the_cpu_runs() {
+        println!("kernels in use: {}", kernel_name());
+        if std::env::var_os("QUIRE_KERNELS").is_none() {
+            assert_eq!(KernelSet::in_use(), KernelSet::runnable()[0]);
+        }
+        assert_eq!(KernelSet::runnable().last(), Some(&KernelSet::Portable));
+    }
+
+    /// candle's dot product of a row given as bytes (copied into aligned blocks).
+    fn candle_dot<T: GgmlType<VecDotType = BlockQ8K>>(row: &[u8], token: &[BlockQ8K]) -> f32 {
+        let mut blocks = vec![T::zeros(); row.len() / std::mem::size_of::<T>()];
+        // SAFETY: the blocks are plain `repr(C)` data of exactly these bytes.
+        unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), blocks.as_mut_ptr() as *mut u8, row.len()) };
+        T::vec_dot(blocks.len() * QK_K, &blocks, token)
     }
 }

@@ -11,6 +11,7 @@
 //! two fused multiply-adds in block order. So a token's logits do not depend on whether its
 //! batch went through panels or tiles, nor on what else was in it.
 
+pub use super::block::{pair, Unpacked};
 use super::Q8K_BYTES;
 use std::arch::x86_64::*;
 
@@ -23,40 +24,6 @@ const ROWS: usize = 4;
 /// takes 5 cycles and two can start each cycle, so four chains (one panel) left the
 /// multipliers idle more than half the time.
 const PANELS_AT_ONCE: usize = 3;
-
-/// One block of one weight row, unpacked: what both formats reduce to.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-pub struct Unpacked {
-    /// The 256 weights as unsigned bytes, in the order of the token's bytes.
-    pub weights: [u8; 256],
-    /// One scale per sub-block (8 of 32 weights for Q4_K, 16 of 16 for Q6_K).
-    pub scales: [i32; 16],
-    /// Pairs of 16-bit multipliers of the token's pairs of sums, for the second integer of a
-    /// block: Q4_K's 8 mins in pairs 0..4, against the token's sums of 32 values (`SUB`);
-    /// Q6_K's 16 scales in 8 pairs, against its sums of 16.
-    pub pairs: [u32; 8],
-    /// The block's scale of the first integer and of the second (subtracted).
-    pub d: f32,
-    pub m: f32,
-}
-
-impl Unpacked {
-    pub const ZERO: Unpacked = Unpacked { weights: [0; 256], scales: [0; 16], pairs: [0; 8], d: 0.0, m: 0.0 };
-}
-
-/// Two 16-bit values in one 32-bit lane (the operand layout of `vpdpwssd`).
-pub fn pair(low: i16, high: i16) -> u32 {
-    (low as u16 as u32) | ((high as u16 as u32) << 16)
-}
-
-/// The result both kernels give for one (row, token) block: `acc + d·yd·first − m·yd·second`,
-/// each product fused with its addition, in this order (the tests' reference).
-#[cfg(test)]
-pub fn canonical(acc: f32, d: f32, m: f32, yd: f32, first: i32, second: i32) -> f32 {
-    let acc = (d * yd).mul_add(first as f32, acc);
-    (-(m * yd)).mul_add(second as f32, acc)
-}
 
 /// A batch's Q8_K activations in panels of 16 tokens, per panel and block: 64 groups of the 16
 /// tokens' four bytes, 8 groups of their pairs of 16-value sums, 4 of their pairs of 32-value
@@ -363,7 +330,8 @@ unsafe fn token_scales(ys: &[&[u8]; 4], n: usize, b: usize) -> __m128 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{bytes_of, cpu_has_avx512_vnni, q4k, q6k, TileKernel, TILE};
+    use super::super::block::canonical;
+    use super::super::{bytes_of, cpu_has_avx512_vnni, q4k, q6k, KernelSet, TileKernel, Tiles, TILE};
     use super::*;
     use candle_core::quantized::k_quants::{BlockQ4K, BlockQ6K, BlockQ8K, GgmlType};
 
@@ -421,7 +389,8 @@ mod tests {
     fn agree<T: GgmlType<VecDotType = BlockQ8K>>(
         sub: usize,
         unpack: unsafe fn(&[u8], usize, &mut Unpacked),
-        tiles: [TileKernel; 2],
+        plain_unpack: fn(&[u8], usize, &mut Unpacked),
+        tiles: &Tiles,
     ) {
         if !cpu_has_avx512_vnni() {
             println!("this CPU has no AVX-512 VNNI: only the AVX2 panels and tiles run here");
@@ -429,7 +398,7 @@ mod tests {
         // 4 and 5 panels: groups of three panels, of two and of one; 6 rows: a group of four
         // and two alone.
         for m in [4 * PANEL, 5 * PANEL] {
-            agree_over::<T>(m, sub, unpack, tiles);
+            agree_over::<T>(m, sub, unpack, plain_unpack, tiles);
         }
     }
 
@@ -437,7 +406,8 @@ mod tests {
         m: usize,
         sub: usize,
         unpack: unsafe fn(&[u8], usize, &mut Unpacked),
-        [wide, narrow]: [TileKernel; 2],
+        plain_unpack: fn(&[u8], usize, &mut Unpacked),
+        kernels: &Tiles,
     ) {
         let (rows, cols) = (6, 16 * 256);
         let w = weights(rows, cols);
@@ -466,9 +436,19 @@ mod tests {
             }
             outs.push(("AVX-512 panels", out));
         }
-        let mut tiles = vec![("AVX2 tiles", narrow)];
+        if KernelSet::runnable().contains(&KernelSet::AvxVnni) {
+            let mut out = vec![f32::NAN; rows * m];
+            unsafe {
+                match sub {
+                    32 => super::super::panel_vnni256::matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut out, m),
+                    _ => super::super::panel_vnni256::matmul::<16>(rows, cols / 256, unpack_row, &panels, &mut out, m),
+                }
+            }
+            outs.push(("256-bit VNNI panels", out));
+        }
+        let mut tiles: Vec<(&str, TileKernel)> = vec![("AVX2 tiles", kernels.avx2), ("plain tiles", kernels.portable)];
         if vnni {
-            tiles.push(("AVX-512 tiles", wide));
+            tiles.push(("AVX-512 tiles", kernels.avx512));
         }
         for r in 0..rows {
             let row = &blocks[r * cols / 256..(r + 1) * cols / 256];
@@ -476,6 +456,13 @@ mod tests {
                 .map(|b| {
                     let mut u = Unpacked::ZERO;
                     unpack_row(r, b, &mut u);
+                    // The plain unpacker (every CPU's) gives the vector one's block.
+                    let mut plain = Unpacked::ZERO;
+                    plain_unpack(&bytes[r * row_bytes..(r + 1) * row_bytes], b, &mut plain);
+                    assert_eq!(plain.weights, u.weights, "row {r} block {b}: weights");
+                    assert_eq!(plain.scales[..256 / sub], u.scales[..256 / sub], "row {r} block {b}: scales");
+                    assert_eq!(plain.pairs[..128 / sub], u.pairs[..128 / sub], "row {r} block {b}: pairs");
+                    assert_eq!((plain.d.to_bits(), plain.m.to_bits()), (u.d.to_bits(), u.m.to_bits()));
                     u
                 })
                 .collect();
@@ -563,6 +550,14 @@ mod tests {
                     }),
                 ),
             ];
+            if KernelSet::runnable().contains(&KernelSet::AvxVnni) {
+                kernels.push((
+                    "256-bit VNNI panels",
+                    Box::new(|task: usize, out: &mut [f32]| unsafe {
+                        super::super::panel_vnni256::matmul::<SUB>(16, cols / 256, unpacking(task), &panels, out, m)
+                    }),
+                ));
+            }
             if cpu_has_avx512_vnni() {
                 kernels.push((
                     "AVX-512 panels one at a time",
@@ -598,17 +593,17 @@ mod tests {
                 println!("{line}");
             }
         }
-        speeds::<BlockQ4K, 32>(q4k::unpack, q4k::NARROW);
-        speeds::<BlockQ6K, 16>(q6k::unpack, q6k::NARROW);
+        speeds::<BlockQ4K, 32>(q4k::unpack, q4k::TILES.avx2);
+        speeds::<BlockQ6K, 16>(q6k::unpack, q6k::TILES.avx2);
     }
 
     #[test]
     fn q4k_panels_give_the_per_token_kernels_bits() {
-        agree::<BlockQ4K>(32, q4k::unpack, [q4k::WIDE, q4k::NARROW]);
+        agree::<BlockQ4K>(32, q4k::unpack, super::super::block::unpack_q4k, &q4k::TILES);
     }
 
     #[test]
     fn q6k_panels_give_the_per_token_kernels_bits() {
-        agree::<BlockQ6K>(16, q6k::unpack, [q6k::WIDE, q6k::NARROW]);
+        agree::<BlockQ6K>(16, q6k::unpack, super::super::block::unpack_q6k, &q6k::TILES);
     }
 }

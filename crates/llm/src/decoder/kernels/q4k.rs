@@ -1,33 +1,14 @@
 //! The Q4_K × Q8_K dot product for a tile of tokens: each block's nibbles and 6-bit scales and
 //! mins are unpacked once for the tile.
 
+use super::block::{self, Q4K_BYTES};
+use super::{bytes_of, token_bytes, Tiles};
 use candle_core::quantized::k_quants::{BlockQ4K, BlockQ8K};
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-use super::{bytes_of, f16_at, q8k_block, token_bytes, QK_K, TILE};
+use super::{block::f16_at, q8k_block, QK_K, TILE};
 
-/// Q4_K's byte layout (`repr(C)` in candle, fields private): d, dmin (f16), 12 bytes of packed
-/// 6-bit scales and mins, 128 bytes of nibbles.
-const Q4K_BYTES: usize = 144;
 const _: () = assert!(std::mem::size_of::<BlockQ4K>() == Q4K_BYTES);
-
-/// The 8 sub-block scales and mins of a Q4_K block.
-#[inline(always)]
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-fn scales_and_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
-    let mut sc = [0u8; 8];
-    let mut mn = [0u8; 8];
-    for j in 0..8 {
-        if j < 4 {
-            sc[j] = s[j] & 63;
-            mn[j] = s[j + 4] & 63;
-        } else {
-            sc[j] = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-            mn[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-        }
-    }
-    (sc, mn)
-}
 
 /// Block `b` of a Q4_K row: scales, mins and where its 128 bytes of nibbles start.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -43,23 +24,33 @@ struct Q4kBlock {
 #[inline(always)]
 fn q4k_block(row: &[u8], b: usize) -> Q4kBlock {
     let x = &row[b * Q4K_BYTES..(b + 1) * Q4K_BYTES];
-    let (scales, mins) = scales_and_mins(&x[4..16]);
+    let (scales, mins) = block::q4k_scales_and_mins(&x[4..16]);
     Q4kBlock { d: f16_at(x, 0), dmin: f16_at(x, 2), scales, mins, nibbles: x[16..].as_ptr() }
 }
 
-/// The AVX-512 VNNI and AVX2 tile kernels.
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub(super) const WIDE: super::TileKernel = avx512::dot_tile;
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub(super) const NARROW: super::TileKernel = avx2::dot_tile;
+/// The plain-Rust kernel (`block`), on bytes.
+fn portable(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    let ys = token_bytes(tokens);
+    block::dot_tile(row, Q4K_BYTES, 32, block::unpack_q4k, &ys[..tokens.len()], out)
+}
+
+/// The format's kernels in every instruction set.
+pub const TILES: Tiles = Tiles {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    avx512: avx512::dot_tile,
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    avx2: avx2::dot_tile,
+    #[cfg(target_arch = "aarch64")]
+    dotprod: super::neon::q4k_dotprod,
+    #[cfg(target_arch = "aarch64")]
+    neon: super::neon::q4k_plain,
+    portable,
+};
 
 /// `out[t] = row · tokens[t]` for up to `TILE` tokens; `row` is one weight row's blocks and
 /// each token one activation row quantized to Q8_K.
 pub fn dot_tile(row: &[BlockQ4K], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    super::dispatch(bytes_of(row), tokens, out, WIDE, NARROW);
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
-    super::portable(row, tokens, out);
+    TILES.dot(bytes_of(row), tokens, out)
 }
 
 /// 64 weights (two sub-blocks) per instruction: `maddubs` pairs the nibbles with the token's
@@ -119,7 +110,7 @@ mod avx512 {
 /// # Safety
 /// `row` holds whole Q4_K blocks, `b` one of them.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub unsafe fn unpack(row: &[u8], b: usize, out: &mut super::panel::Unpacked) {
+pub unsafe fn unpack(row: &[u8], b: usize, out: &mut block::Unpacked) {
     use std::arch::x86_64::*;
     let Q4kBlock { d, dmin, scales: sc, mins: mn, nibbles: qs } = q4k_block(row, b);
     let low = _mm256_set1_epi8(0xF);
@@ -134,7 +125,7 @@ pub unsafe fn unpack(row: &[u8], b: usize, out: &mut super::panel::Unpacked) {
     }
     // Pairs 4.. are not read for Q4_K (its mins against the sums of 32 values take 4).
     for p in 0..4 {
-        out.pairs[p] = super::panel::pair(mn[2 * p] as i16, mn[2 * p + 1] as i16);
+        out.pairs[p] = block::pair(mn[2 * p] as i16, mn[2 * p + 1] as i16);
     }
     out.d = d;
     out.m = dmin;

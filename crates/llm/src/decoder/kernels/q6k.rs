@@ -4,35 +4,41 @@
 //! with the token's 16-value sums, in integers, so a block's sum is exact (the same integer
 //! as candle's kernel computes).
 
+use super::block::{self, Q6K_BYTES};
+use super::{bytes_of, token_bytes, Tiles};
 use candle_core::quantized::k_quants::{BlockQ6K, BlockQ8K};
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-use super::{bytes_of, f16_at, q8k_block, token_bytes, TILE};
+use super::{
+    block::{f16_at, Q6K_D as D, Q6K_HIGH as HIGH, Q6K_SCALES as SCALES},
+    q8k_block, TILE,
+};
 
-/// Q6_K's byte layout (`repr(C)` in candle, fields private): 128 bytes of low nibbles, 64 of
-/// high bit pairs, 16 i8 scales (one per 16 weights), d (f16).
-const Q6K_BYTES: usize = 210;
 const _: () = assert!(std::mem::size_of::<BlockQ6K>() == Q6K_BYTES);
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-const HIGH: usize = 128;
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-const SCALES: usize = 192;
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-const D: usize = 208;
 
-/// The AVX-512 VNNI and AVX2 tile kernels.
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub(super) const WIDE: super::TileKernel = avx512::dot_tile;
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub(super) const NARROW: super::TileKernel = avx2::dot_tile;
+/// The plain-Rust kernel (`block`), on bytes.
+fn portable(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    let ys = token_bytes(tokens);
+    block::dot_tile(row, Q6K_BYTES, 16, block::unpack_q6k, &ys[..tokens.len()], out)
+}
+
+/// The format's kernels in every instruction set.
+pub const TILES: Tiles = Tiles {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    avx512: avx512::dot_tile,
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    avx2: avx2::dot_tile,
+    #[cfg(target_arch = "aarch64")]
+    dotprod: super::neon::q6k_dotprod,
+    #[cfg(target_arch = "aarch64")]
+    neon: super::neon::q6k_plain,
+    portable,
+};
 
 /// `out[t] = row · tokens[t]` for up to `TILE` tokens; `row` is one weight row's blocks and
 /// each token one activation row quantized to Q8_K.
 pub fn dot_tile(row: &[BlockQ6K], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    super::dispatch(bytes_of(row), tokens, out, WIDE, NARROW);
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
-    super::portable(row, tokens, out);
+    TILES.dot(bytes_of(row), tokens, out)
 }
 
 /// 64 weights per vector: `maddubs` pairs the 6-bit weights with the token's bytes and
@@ -117,7 +123,8 @@ pub use avx2::unpack;
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx2 {
-    use super::super::panel::{self, pair, Unpacked};
+    use super::super::block::{pair, Unpacked};
+    use super::super::panel;
     use super::*;
     use std::arch::x86_64::*;
 

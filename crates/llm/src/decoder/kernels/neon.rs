@@ -1,0 +1,168 @@
+//! The tile kernels on 64-bit ARM: a block's weights unpacked once into 16 vectors of 16 bytes
+//! for the tile, each sub-block's products summed by `sdot` (ARMv8.2 dot products) or, on
+//! CPUs without it, by `smull` and pairwise adds; then per token the block's two exact
+//! integers and `block::canonical`, as every kernel set does, so ARM gives x86's bits.
+//!
+//! `sdot` is written as inline assembly: Rust's `vdotq_s32` is not stable yet. The weights are
+//! unsigned (0..16 for Q4_K, 0..64 for Q6_K) and fit a signed byte, so the signed form serves.
+
+use super::block::{canonical, f16_at, q4k_scales_and_mins, Q4K_BYTES, Q6K_BYTES, Q6K_D, Q6K_HIGH, Q6K_SCALES};
+use super::{token_bytes, Q8K_BYTES, QK_K, TILE};
+use candle_core::quantized::k_quants::BlockQ8K;
+use std::arch::aarch64::*;
+
+/// `acc` plus the 16 products of `a` and `b`, four to a lane.
+#[inline(always)]
+unsafe fn dot<const SDOT: bool>(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    if SDOT {
+        let mut acc = acc;
+        // SAFETY (of the caller): the CPU has dotprod (`KernelSet::NeonDotprod`).
+        std::arch::asm!(
+            "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+        acc
+    } else {
+        let low = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+        let high = vmull_high_s8(a, b);
+        vpadalq_s16(vpadalq_s16(acc, low), high)
+    }
+}
+
+/// A token's block `b`: its scale, its 256 bytes and its 16 sums of 16.
+#[inline(always)]
+unsafe fn token_block(token: &[u8], b: usize) -> (f32, *const i8, int16x8_t, int16x8_t) {
+    let y = &token[b * Q8K_BYTES..(b + 1) * Q8K_BYTES];
+    let sums = y.as_ptr().add(4 + QK_K) as *const i16;
+    (
+        f32::from_le_bytes([y[0], y[1], y[2], y[3]]),
+        y.as_ptr().add(4) as *const i8,
+        vld1q_s16(sums),
+        vld1q_s16(sums.add(8)),
+    )
+}
+
+/// The sum of the products of two vectors of eight 16-bit integers, widened to 32 bits.
+#[inline(always)]
+unsafe fn dot16(a: int16x8_t, b: int16x8_t) -> int32x4_t {
+    vmlal_high_s16(vmull_s16(vget_low_s16(a), vget_low_s16(b)), a, b)
+}
+
+#[inline(always)]
+unsafe fn q4k<const SDOT: bool>(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    let n = tokens.len();
+    let ys = token_bytes(tokens);
+    let mut acc = [0f32; TILE];
+    let low = vdupq_n_u8(0xF);
+    for b in 0..row.len() / Q4K_BYTES {
+        let x = &row[b * Q4K_BYTES..(b + 1) * Q4K_BYTES];
+        let (d, dmin) = (f16_at(x, 0), f16_at(x, 2));
+        let (sc, mn) = q4k_scales_and_mins(&x[4..16]);
+        // Sub-block 2k: the low nibbles of bytes 32k..32k+32 (vectors 4k, 4k+1); 2k+1 their
+        // high nibbles (4k+2, 4k+3).
+        let mut w = [vdupq_n_s8(0); 16];
+        let qs = x.as_ptr().add(16);
+        for k in 0..4 {
+            let bits = [vld1q_u8(qs.add(32 * k)), vld1q_u8(qs.add(32 * k + 16))];
+            for h in 0..2 {
+                w[4 * k + h] = vreinterpretq_s8_u8(vandq_u8(bits[h], low));
+                w[4 * k + 2 + h] = vreinterpretq_s8_u8(vshrq_n_u8::<4>(bits[h]));
+            }
+        }
+        // Each min against the sum of its 32 values: the token's 16-value sums in pairs.
+        let mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn.as_ptr())));
+        for t in 0..n {
+            let (yd, q8, sums_low, sums_high) = token_block(ys[t], b);
+            let mut first = vdupq_n_s32(0);
+            for j in 0..8 {
+                let s = dot::<SDOT>(vdupq_n_s32(0), w[2 * j], vld1q_s8(q8.add(32 * j)));
+                let s = dot::<SDOT>(s, w[2 * j + 1], vld1q_s8(q8.add(32 * j + 16)));
+                first = vmlaq_n_s32(first, s, sc[j] as i32);
+            }
+            let second = vaddvq_s32(dot16(vpaddq_s16(sums_low, sums_high), mins));
+            acc[t] = canonical(acc[t], d, dmin, yd, vaddvq_s32(first), second);
+        }
+    }
+    out.copy_from_slice(&acc[..n]);
+}
+
+#[inline(always)]
+unsafe fn q6k<const SDOT: bool>(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    let n = tokens.len();
+    let ys = token_bytes(tokens);
+    let mut acc = [0f32; TILE];
+    let (low, two) = (vdupq_n_u8(0xF), vdupq_n_u8(3));
+    for b in 0..row.len() / Q6K_BYTES {
+        let x = &row[b * Q6K_BYTES..(b + 1) * Q6K_BYTES];
+        let p = x.as_ptr();
+        // Vector v holds weights 16v..16v+16, one sub-block: per half of 128, quarter q takes
+        // the low (q < 2) or high nibbles of bytes 32(q % 2).. and the bit pair at 2q.
+        let mut w = [vdupq_n_s8(0); 16];
+        for half in 0..2 {
+            for l in 0..2 {
+                let high = vld1q_u8(p.add(Q6K_HIGH + 32 * half + 16 * l));
+                let first = vld1q_u8(p.add(64 * half + 16 * l));
+                let second = vld1q_u8(p.add(64 * half + 32 + 16 * l));
+                let nibbles =
+                    [vandq_u8(first, low), vandq_u8(second, low), vshrq_n_u8::<4>(first), vshrq_n_u8::<4>(second)];
+                let pairs = [high, vshrq_n_u8::<2>(high), vshrq_n_u8::<4>(high), vshrq_n_u8::<6>(high)];
+                for q in 0..4 {
+                    let bits = vshlq_n_u8::<4>(vandq_u8(pairs[q], two));
+                    w[8 * half + 2 * q + l] = vreinterpretq_s8_u8(vorrq_u8(nibbles[q], bits));
+                }
+            }
+        }
+        let scales = vld1q_s8(p.add(Q6K_SCALES) as *const i8);
+        let (scales_low, scales_high) = (vmovl_s8(vget_low_s8(scales)), vmovl_high_s8(scales));
+        let sc: [i32; 16] = std::array::from_fn(|s| x[Q6K_SCALES + s] as i8 as i32);
+        let d = f16_at(x, Q6K_D);
+        for t in 0..n {
+            let (yd, q8, sums_low, sums_high) = token_block(ys[t], b);
+            let mut first = vdupq_n_s32(0);
+            for (v, &scale) in sc.iter().enumerate() {
+                let s = dot::<SDOT>(vdupq_n_s32(0), w[v], vld1q_s8(q8.add(16 * v)));
+                first = vmlaq_n_s32(first, s, scale);
+            }
+            let second = vaddvq_s32(vaddq_s32(dot16(sums_low, scales_low), dot16(sums_high, scales_high)));
+            acc[t] = canonical(acc[t], d, 32.0 * d, yd, vaddvq_s32(first), second);
+        }
+    }
+    out.copy_from_slice(&acc[..n]);
+}
+
+/// Q4_K tiles with `sdot`.
+///
+/// # Safety
+/// The CPU must have the dot product extension.
+#[target_feature(enable = "dotprod")]
+pub unsafe fn q4k_dotprod(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    q4k::<true>(row, tokens, out)
+}
+
+/// Q4_K tiles with NEON alone.
+///
+/// # Safety
+/// None beyond the slices' (NEON is part of every aarch64 CPU).
+pub unsafe fn q4k_plain(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    q4k::<false>(row, tokens, out)
+}
+
+/// Q6_K tiles with `sdot`.
+///
+/// # Safety
+/// The CPU must have the dot product extension.
+#[target_feature(enable = "dotprod")]
+pub unsafe fn q6k_dotprod(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    q6k::<true>(row, tokens, out)
+}
+
+/// Q6_K tiles with NEON alone.
+///
+/// # Safety
+/// None beyond the slices'.
+pub unsafe fn q6k_plain(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    q6k::<false>(row, tokens, out)
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Quire on 64-bit ARM, tested here: cross-builds the workspace for aarch64-unknown-linux-gnu
+# (Debian's cross linker) and runs it under qemu's user-mode emulation, failing on any
+# difference from this machine's x86-64 results.
+#
+#   1. The kernel tests (decoder tiles, attention, softmax, the embedder's int8 layers: each
+#      set against the plain arithmetic and the bits recorded on x86-64) under three CPU
+#      models: `max` (dot products and i8mm), `neoverse-n1` (dot products, no i8mm) and
+#      `cortex-a72` (NEON alone); each must pick the kernel set it is expected to.
+#   2. The decoder's exactness tests and the embedder's reference tests under `max`.
+#   3. The command line's fast scenario under `max` against the x86-64 build on the same
+#      documents and models: ingest, list, search in all three modes, ask with the tiny model
+#      and with the 0.5B Qwen (Q4_K/Q6_K: the NEON tiles), the same bytes out.
+#
+# Speed under emulation means nothing (BENCHMARKS.md estimates ARM's on paper). The app is not
+# built: its WebKitGTK for ARM is not installed here. Needs the x86-64 build (scripts/setup.sh)
+# and the models; about as long as the Linux build when cold, then ~15 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quire/target}"
+TARGET=aarch64-unknown-linux-gnu
+SYSROOT=/usr/aarch64-linux-gnu
+
+rustup target list --installed | grep -qx "$TARGET" || rustup target add "$TARGET"
+need=()
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu)
+command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+# C and C++ of the -sys crates, for the target.
+export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++
+export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
+build=(--release --workspace --exclude quire-app --target "$TARGET")
+cargo build "${build[@]}"
+cargo test "${build[@]}" --no-run
+
+runner() { echo "qemu-aarch64-static -L $SYSROOT -cpu $1"; }
+failed=0
+for model in "max:NEON dotprod" "neoverse-n1:NEON dotprod" "cortex-a72:NEON"; do
+  cpu=${model%%:*} expected=${model#*:}
+  echo "--- kernel tests, qemu -cpu $cpu"
+  out=$(CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$(runner "$cpu")" \
+    cargo test "${build[@]}" --lib -- kernels attention softmax int8 --nocapture 2>&1) || { echo "$out" | tail -n 40; failed=1; }
+  echo "$out" | grep -E "^test result|kernels in use" | sort | uniq -c
+  echo "$out" | grep -q "kernels in use: $expected\$" || { echo "expected the $expected kernels on $cpu"; failed=1; }
+done
+
+echo "--- the decoder's exactness and the embedder's reference tests, qemu -cpu max"
+CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$(runner max)" \
+  cargo test "${build[@]}" --test decoder --test reference -- --skip speed --skip sampling || failed=1
+
+X86="$CARGO_TARGET_DIR/release/quire"
+ARM="$CARGO_TARGET_DIR/$TARGET/release/quire"
+SAMPLES="${QUIRE_SAMPLE_DOCS:-$(cd .. && pwd)/shared/sample-docs}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/docs"
+cp -r "$SAMPLES/fasta_guide.pdf" "$SAMPLES/markdown" "$work/docs/"
+export QUIRE_PASSPHRASE="aarch64 scenario passphrase"
+export QUIRE_MODELS="${QUIRE_MODELS:-$HOME/.local/share/quire/models}"
+side() {
+  local which=$1; shift
+  if [ "$which" = x86 ]; then
+    QUIRE_HOME="$work/home-x86" "$X86" "$@"
+  else
+    QUIRE_HOME="$work/home-arm" qemu-aarch64-static -L "$SYSROOT" -cpu max "$ARM" "$@"
+  fi
+}
+answer() { python3 tools/answer_summary.py; }
+for which in x86 arm; do
+  out="$work/out-$which"
+  mkdir -p "$out"
+  start=$(date +%s)
+  # Files finish in any order: the report's lines sorted.
+  side "$which" ingest "$work/docs" 2>&1 | sort >"$out/ingest"
+  side "$which" list >"$out/list"
+  for mode in dense bm25 hybrid; do
+    side "$which" search --mode "$mode" --limit 5 "how to format a FASTA sequence header" >"$out/search-$mode"
+  done
+  side "$which" ask --json --model smollm2-135m "What does the tokio crate provide?" | answer >"$out/ask-tiny"
+  side "$which" ask --json --model qwen2.5-coder-0.5b --top-k 1 --max-tokens 24 \
+    "What does the notify crate do?" | answer >"$out/ask-qwen"
+  echo "$which: $(( $(date +%s) - start )) s for the scenario"
+done
+for f in ingest list search-dense search-bm25 search-hybrid ask-tiny ask-qwen; do
+  if diff -u "$work/out-x86/$f" "$work/out-arm/$f"; then echo "same: $f"; else echo "DIFFERENT: $f"; failed=1; fi
+done
+echo "--- x86-64's answers:"
+cat "$work/out-x86/ask-tiny" "$work/out-x86/ask-qwen"
+[ "$failed" = 0 ] && echo "aarch64 under qemu gives x86-64's results" || exit 1
