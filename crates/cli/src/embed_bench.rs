@@ -1,9 +1,11 @@
-//! `quire bench embed`: Quire's embedder and sentence-transformers (the library people would
-//! otherwise use) side by side on the same machine, in the same run, on the same chunk texts
-//! (and Quire's candle tensor graph, the path it had before):
-//! full-size chunks of the sample documents, as ingestion makes them. Prints each one's
-//! chunks/s and tokens/s, the ratio, and how close the vectors are (cosine per chunk).
-//! The reference runs `tools/embed_reference.py` in its own virtual environment
+//! `quire bench embed`: Quire's embedder and its peers side by side on the same machine, in the
+//! same run, on the same chunk texts: sentence-transformers (the library people would otherwise
+//! use) and onnxruntime with an int8 MiniLM (the fastest CPU runtime, at its best batch size),
+//! each round Quire then each peer; and Quire's f32 pass and candle tensor graph (the paths it
+//! had before). Full-size chunks of the sample documents, as ingestion makes them. Prints each
+//! one's chunks/s and tokens/s, the median ratio, and how close the vectors are (cosine per
+//! chunk). `QUIRE_KERNELS` picks Quire's kernel set, for the figures of CPUs without AVX-512.
+//! The peers run `tools/embed_reference.py` in their own virtual environment
 //! (`tools/setup-embed-reference.sh`); without it, only Quire's figures are printed.
 
 use std::path::PathBuf;
@@ -38,10 +40,17 @@ pub struct EmbedArgs {
 struct Reference {
     chunks_per_s: f64,
     tokens_per_s: f64,
-    torch: String,
-    sentence_transformers: String,
+    runtime: String,
+    /// onnxruntime's figure (chunks/s) for each configuration it tried.
+    #[serde(default)]
+    configurations: std::collections::BTreeMap<String, f64>,
     vectors: Vec<Vec<f32>>,
 }
+
+/// The peers, each run in every round after Quire: the library people would otherwise use,
+/// and the fastest CPU runtime with an int8 model.
+const PEERS: [(&str, &str); 2] =
+    [("sentence-transformers", "sentence-transformers"), ("onnxruntime int8", "onnxruntime-int8")];
 
 pub fn run(args: EmbedArgs) -> Result<()> {
     let docs = match &args.docs {
@@ -71,7 +80,12 @@ pub fn run(args: EmbedArgs) -> Result<()> {
     let ours = embedder.embed_passages(&texts)?;
     let secs = t.elapsed().as_secs_f64();
     let (our_chunks, our_tokens) = (texts.len() as f64 / secs, tokens as f64 / secs);
-    let kernel = if ForwardPass::int8_available() { "int8 (AVX-512 VNNI)" } else { "f32: no AVX-512 VNNI here" };
+    let set = quire_simd::KernelSet::in_use().name();
+    let kernel = if ForwardPass::int8_available() {
+        format!("int8, {set} kernels")
+    } else {
+        format!("f32, {set} kernels: no int8 kernels in this set")
+    };
     println!(
         "  Quire                  {our_chunks:>7.2} chunks/s {our_tokens:>8.0} tokens/s   ({secs:.2} s; {kernel})"
     );
@@ -110,50 +124,78 @@ pub fn run(args: EmbedArgs) -> Result<()> {
     std::fs::write(&input, lines.join("\n"))?;
     let output = work.path().join("reference.json");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tools/embed_reference.py");
-    let mut ratios = Vec::new();
-    let mut reference = None;
+    let mut ratios = vec![Vec::new(); PEERS.len()];
+    let mut last = Vec::new();
     for round in 1..=args.rounds.max(1) {
         let t = Instant::now();
         embedder.embed_passages(&texts)?;
         let ours_per_s = texts.len() as f64 / t.elapsed().as_secs_f64();
-        let status = std::process::Command::new(&python)
-            .arg(&script)
-            .arg(&model_dir)
-            .arg(&input)
-            .arg(&output)
-            .args(["--threads", &threads.to_string()])
-            .status()
-            .with_context(|| format!("cannot run {}", python.display()))?;
-        anyhow::ensure!(status.success(), "the reference script failed ({status})");
-        let theirs: Reference =
-            serde_json::from_slice(&std::fs::read(&output)?).context("the reference wrote no figures")?;
-        ratios.push(ours_per_s / theirs.chunks_per_s);
-        println!(
-            "  round {round}: Quire {ours_per_s:>6.2} chunks/s, sentence-transformers {:>6.2} chunks/s ({:.0} tokens/s; sentence-transformers {}, torch {}, {threads} threads): ratio {:.2}",
-            theirs.chunks_per_s,
-            theirs.tokens_per_s,
-            theirs.sentence_transformers,
-            theirs.torch,
-            ratios.last().unwrap()
-        );
-        reference = Some(theirs);
+        println!("  round {round}: Quire {ours_per_s:>6.2} chunks/s");
+        last.clear();
+        for (peer, (name, runtime)) in PEERS.iter().enumerate() {
+            let status = std::process::Command::new(&python)
+                .envs(peer_isa_limits())
+                .arg(&script)
+                .arg(&model_dir)
+                .arg(&input)
+                .arg(&output)
+                .args(["--threads", &threads.to_string(), "--runtime", runtime])
+                .status()
+                .with_context(|| format!("cannot run {}", python.display()))?;
+            anyhow::ensure!(
+                status.success(),
+                "the {name} reference failed ({status}): run `bash tools/setup-embed-reference.sh`"
+            );
+            let theirs: Reference =
+                serde_json::from_slice(&std::fs::read(&output)?).context("the reference wrote no figures")?;
+            ratios[peer].push(ours_per_s / theirs.chunks_per_s);
+            let tried: Vec<String> = theirs.configurations.iter().map(|(c, v)| format!("{c} {v:.2}")).collect();
+            println!(
+                "           {name:<22} {:>6.2} chunks/s ({:.0} tokens/s; {}, {threads} threads{}): ratio {:.2}",
+                theirs.chunks_per_s,
+                theirs.tokens_per_s,
+                theirs.runtime,
+                if tried.is_empty() { String::new() } else { format!("; tried {}", tried.join(", ")) },
+                ours_per_s / theirs.chunks_per_s
+            );
+            last.push(theirs);
+        }
     }
-    ratios.sort_by(f64::total_cmp);
-    println!(
-        "  ratio Quire / sentence-transformers, median of {} rounds: {:.2}",
-        ratios.len(),
-        ratios[ratios.len() / 2]
-    );
-    let reference = reference.expect("at least one round");
-    anyhow::ensure!(
-        reference.vectors.len() == ours.len(),
-        "the reference returned {} vectors for {}",
-        reference.vectors.len(),
-        ours.len()
-    );
-    let (lowest, mean) = cosines(&ours, &reference.vectors);
-    println!("  vectors: cosine to the reference's, lowest {lowest:.5}, mean {mean:.5}");
+    for ((name, _), ratios) in PEERS.iter().zip(&mut ratios) {
+        ratios.sort_by(f64::total_cmp);
+        println!("  ratio Quire / {name}, median of {} rounds: {:.2}", ratios.len(), ratios[ratios.len() / 2]);
+    }
+    for ((name, _), reference) in PEERS.iter().zip(&last) {
+        anyhow::ensure!(
+            reference.vectors.len() == ours.len(),
+            "{name} returned {} vectors for {}",
+            reference.vectors.len(),
+            ours.len()
+        );
+        let (lowest, mean) = cosines(&ours, &reference.vectors);
+        println!("  vectors: cosine to {name}'s, lowest {lowest:.5}, mean {mean:.5}");
+    }
     Ok(())
+}
+
+/// Where `QUIRE_KERNELS` makes Quire run a narrower set than the CPU has (the figures of CPUs
+/// without AVX-512), PyTorch's kernels are held to the same instructions: its own dispatch,
+/// MKL's and oneDNN's. onnxruntime has no such switch: it runs its AVX-512 kernels regardless,
+/// which favours it.
+fn peer_isa_limits() -> Vec<(&'static str, &'static str)> {
+    match quire_simd::KernelSet::in_use() {
+        quire_simd::KernelSet::AvxVnni => {
+            vec![
+                ("ATEN_CPU_CAPABILITY", "avx2"),
+                ("MKL_ENABLE_INSTRUCTIONS", "AVX2_E1"),
+                ("ONEDNN_MAX_CPU_ISA", "AVX2_VNNI"),
+            ]
+        }
+        quire_simd::KernelSet::Avx2 => {
+            vec![("ATEN_CPU_CAPABILITY", "avx2"), ("MKL_ENABLE_INSTRUCTIONS", "AVX2"), ("ONEDNN_MAX_CPU_ISA", "AVX2")]
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// The lowest and the mean cosine of each vector of `a` to the same one of `b` (both

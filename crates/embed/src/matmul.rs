@@ -1,11 +1,11 @@
 //! `out = input · weightᵀ + bias` for the encoder's dense layers, with the kernel picked at run
-//! time: on CPUs with AVX-512, tiles of 6 rows × 32 outputs (12 accumulators of 16 lanes, the
-//! weights packed once at load so each step reads 32 outputs' weights contiguously); elsewhere
-//! `gemm` (candle's CPU kernel, which reaches only AVX2/FMA in a stable build). Where asked
-//! for and the CPU has AVX-512 VNNI, the layer runs in 8-bit integers instead (`int8`).
+//! time. The weights are packed once at load so each step reads 32 outputs' weights
+//! contiguously; on CPUs with AVX-512, tiles of 6 rows × 32 outputs (12 accumulators of 16
+//! lanes), on other x86-64 CPUs (AVX2 and FMA, the build's baseline) tiles of 6 rows × 16
+//! outputs (12 of 8 lanes); elsewhere `gemm` (candle's CPU kernel). Where asked for and the CPU
+//! runs int8 kernels, the layer runs in 8-bit integers instead (`int8`).
 
-// The packed AVX-512 kernel is x86-64's; elsewhere `gemm` runs every layer and the packing
-// lies idle.
+// The packed kernels are x86-64's; elsewhere `gemm` runs every layer and the packing lies idle.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
 use gemm::{gemm, Parallelism};
@@ -16,7 +16,7 @@ use crate::int8::Int8Weights;
 /// Outputs per packed panel (two 16-lane registers).
 const PANEL: usize = 32;
 /// Rows per tile: 6 × 2 accumulators + 2 weight registers + 1 broadcast fit in 32 registers
-/// with room for the loads ahead.
+/// with room for the loads ahead (AVX-512), and in AVX2's 16.
 const TILE_ROWS: usize = 6;
 /// Rows per task: a task's inputs stay in the core's L2 while every panel passes over them.
 const TASK_ROWS: usize = 48;
@@ -39,7 +39,7 @@ impl Dense {
     /// and this CPU and the layer's shape allow it, else in f32.
     pub fn new(weight: Vec<f32>, bias: Vec<f32>, outputs: usize, inputs: usize, int8: bool) -> Dense {
         let int8 = if int8 { Int8Weights::new(&weight, outputs, inputs) } else { None };
-        Dense::with_kernel(weight, bias, outputs, inputs, avx512() && int8.is_none(), int8)
+        Dense::with_kernel(weight, bias, outputs, inputs, cfg!(target_arch = "x86_64") && int8.is_none(), int8)
     }
 
     fn with_kernel(
@@ -70,9 +70,16 @@ impl Dense {
         if let Some(packed) = &self.packed {
             input[..rows * k].par_chunks(TASK_ROWS * k).zip(out[..rows * n].par_chunks_mut(TASK_ROWS * n)).for_each(
                 |(input, out)| {
-                    // SAFETY: `packed` is only made where the CPU has AVX-512F; the slices
-                    // hold whole rows of `k` inputs and `n` outputs.
-                    unsafe { avx512::rows(input, packed, &self.bias, k, n, out) }
+                    // SAFETY: AVX-512F where `avx512()` says the CPU has it, else AVX2 and FMA
+                    // (the build's baseline); the slices hold whole rows of `k` inputs and `n`
+                    // outputs.
+                    unsafe {
+                        if avx512() {
+                            avx512::rows(input, packed, &self.bias, k, n, out)
+                        } else {
+                            avx2::rows(input, packed, &self.bias, k, n, out)
+                        }
+                    }
                 },
             );
             return;
@@ -225,6 +232,87 @@ mod avx512 {
     }
 }
 
+/// The packed kernel with 256-bit FMA: each panel as two halves of 16 outputs.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{PANEL, TILE_ROWS};
+
+    /// Inputs per block, as in `avx512`.
+    const K_BLOCK: usize = 128;
+
+    /// Every row of `input` (rows of `k`) against every panel, into `out` (rows of `n`).
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn rows(input: &[f32], packed: &[f32], bias: &[f32], k: usize, n: usize, out: &mut [f32]) {
+        debug_assert!(n.is_multiple_of(PANEL) && packed.len() >= n * k && bias.len() >= n);
+        let (a, rows, out) = (input.as_ptr(), input.len() / k, out.as_mut_ptr());
+        let mut k0 = 0;
+        while k0 < k {
+            let kb = (k - k0).min(K_BLOCK);
+            let first = k0 == 0;
+            for p in 0..n / PANEL {
+                for half in [0, 16] {
+                    let panel = packed[(p * k + k0) * PANEL + half..].as_ptr();
+                    let bias = bias[p * PANEL + half..].as_ptr();
+                    let mut r = 0;
+                    while r < rows {
+                        let a = a.add(r * k + k0);
+                        let o = out.add(r * n + p * PANEL + half);
+                        match rows - r {
+                            1 => tile::<1>(a, k, kb, panel, bias, first, o, n),
+                            2 => tile::<2>(a, k, kb, panel, bias, first, o, n),
+                            3 => tile::<3>(a, k, kb, panel, bias, first, o, n),
+                            4 => tile::<4>(a, k, kb, panel, bias, first, o, n),
+                            5 => tile::<5>(a, k, kb, panel, bias, first, o, n),
+                            _ => tile::<TILE_ROWS>(a, k, kb, panel, bias, first, o, n),
+                        }
+                        r += TILE_ROWS;
+                    }
+                }
+            }
+            k0 += kb;
+        }
+    }
+
+    /// `R` rows of `a` (stride `a_stride`, `k` inputs) times 16 outputs of a panel, added to
+    /// their bias (`first`) or to what `out` (stride `n`) holds, into `out`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<const R: usize>(
+        a: *const f32,
+        a_stride: usize,
+        k: usize,
+        panel: *const f32,
+        bias: *const f32,
+        first: bool,
+        out: *mut f32,
+        n: usize,
+    ) {
+        let (b0, b1) = (_mm256_loadu_ps(bias), _mm256_loadu_ps(bias.add(8)));
+        let mut acc = [[b0, b1]; R];
+        if !first {
+            for (r, acc) in acc.iter_mut().enumerate() {
+                *acc = [_mm256_loadu_ps(out.add(r * n)), _mm256_loadu_ps(out.add(r * n + 8))];
+            }
+        }
+        for kk in 0..k {
+            let w = panel.add(kk * PANEL);
+            let (w0, w1) = (_mm256_loadu_ps(w), _mm256_loadu_ps(w.add(8)));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = _mm256_broadcast_ss(&*a.add(r * a_stride + kk));
+                acc[0] = _mm256_fmadd_ps(x, w0, acc[0]);
+                acc[1] = _mm256_fmadd_ps(x, w1, acc[1]);
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.add(r * n), acc[0]);
+            _mm256_storeu_ps(out.add(r * n + 8), acc[1]);
+        }
+    }
+}
+
 /// `w(o, i)` for `outputs` × `inputs` laid out as `Dense` packs its weights, into `packed`
 /// (resized): panels of `PANEL` outputs, input-major inside a panel.
 fn pack(outputs: usize, inputs: usize, w: impl Fn(usize, usize) -> f32, packed: &mut Vec<f32>) {
@@ -253,7 +341,7 @@ mod tests {
         let exact = |r: usize, o: usize| {
             bias[o] as f64 + (0..k).map(|j| input[r * k + j] as f64 * weight[o * k + j] as f64).sum::<f64>()
         };
-        let kernels = if avx512() { vec![false, true] } else { vec![false] };
+        let kernels = if cfg!(target_arch = "x86_64") { vec![false, true] } else { vec![false] };
         for wide in kernels {
             let layer = Dense::with_kernel(weight.clone(), bias.clone(), n, k, wide, None);
             assert_eq!(layer.packed.is_some(), wide);
