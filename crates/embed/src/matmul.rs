@@ -352,6 +352,18 @@ mod tests {
                     assert!((out[r * n + o] as f64 - exact(r, o)).abs() < 2e-4, "wide {wide}: row {r} output {o}");
                 }
             }
+            // Both packed kernels, whichever `forward` picked here.
+            #[cfg(target_arch = "x86_64")]
+            if let Some(packed) = &layer.packed {
+                let mut narrow = vec![0f32; rows * n];
+                // SAFETY: the build's baseline has AVX2 and FMA; the slices hold whole rows.
+                unsafe { avx2::rows(&input, packed, &bias, k, n, &mut narrow) };
+                for r in 0..rows {
+                    for o in 0..n {
+                        assert!((narrow[r * n + o] as f64 - exact(r, o)).abs() < 2e-4, "AVX2: row {r} output {o}");
+                    }
+                }
+            }
         }
     }
 }
