@@ -43,7 +43,7 @@ for model in "max:NEON dotprod" "neoverse-n1:NEON dotprod" "cortex-a72:NEON"; do
   cpu=${model%%:*} expected=${model#*:}
   echo "--- kernel tests, qemu -cpu $cpu"
   out=$(CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$(runner "$cpu")" \
-    cargo test "${build[@]}" --lib -- kernels attention softmax int8 --nocapture 2>&1) || { echo "$out" | tail -n 40; failed=1; }
+    cargo test "${build[@]}" --lib -- kernels attention softmax int8 weights --nocapture 2>&1) || { echo "$out" | tail -n 40; failed=1; }
   echo "$out" | grep -E "^test result|kernels in use" | sort | uniq -c
   echo "$out" | grep -q "kernels in use: $expected\$" || { echo "expected the $expected kernels on $cpu"; failed=1; }
 done

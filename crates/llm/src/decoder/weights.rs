@@ -32,7 +32,6 @@ const TOKENS_PER_PASS: usize = 16;
 /// a tile of four tokens costs about 0.12 s of passes over the weights, one more panel in a
 /// batch about 0.15 s; a batch with no whole panel stays on the tiles (a lone panel pays
 /// for unpacking every row, 0.58 s, against 0.14–0.37 s for 4–12 tokens in tiles).
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 const PADDED_PANEL: usize = 5;
 
 /// A `rows × cols` matrix (GGUF's `[out, in]`), rows stored as quantized blocks.
@@ -84,15 +83,13 @@ trait RowDot: GgmlType + 'static {
     }
 
     /// Whether `panel_rows` can run: the format has a panel kernel and the CPU runs it.
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     fn panelled() -> bool {
         false
     }
 
     /// `out[i * m + t] = row i · token t` for a task's `rows` (as blocks) and the tokens of
     /// `panels`, where `panelled`. Gives `dot_rows`'s bits.
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    fn panel_rows(_cols: usize, _rows: &[Self], _panels: &kernels::panel::Panels, _out: &mut [f32], _m: usize) {
+    fn panel_rows(_cols: usize, _rows: &[Self], _panels: &kernels::panels::Panels, _out: &mut [f32], _m: usize) {
         unreachable!("{:?} has no panel kernel", Self::DTYPE)
     }
 }
@@ -110,7 +107,7 @@ impl RowDot for BlockQ5K {}
 /// The k-quant formats with their own kernels: tiles of four tokens, and panels of 16 (AVX-512
 /// VNNI where the CPU has it, else AVX2; `SUB`: the format's sub-block size).
 macro_rules! k_quant_row_dot {
-    ($block:ty, $kernels:ident, $sub:literal) => {
+    ($block:ty, $kernels:ident, $plain:ident, $sub:literal) => {
         impl RowDot for $block {
             fn quantize(x: &[f32], out: &mut [BlockQ8K]) {
                 kernels::quantize_q8k(x, out);
@@ -122,41 +119,47 @@ macro_rules! k_quant_row_dot {
                 }
             }
 
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             fn panelled() -> bool {
-                matches!(
-                    kernels::KernelSet::in_use(),
-                    kernels::KernelSet::Avx512Vnni | kernels::KernelSet::AvxVnni | kernels::KernelSet::Avx2
-                )
+                !matches!(kernels::KernelSet::in_use(), kernels::KernelSet::Neon | kernels::KernelSet::Portable)
             }
 
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            fn panel_rows(cols: usize, rows: &[Self], panels: &kernels::panel::Panels, out: &mut [f32], m: usize) {
+            fn panel_rows(cols: usize, rows: &[Self], panels: &kernels::panels::Panels, out: &mut [f32], m: usize) {
                 let per_row = cols / 256;
                 let row_bytes = per_row * std::mem::size_of::<Self>();
                 let bytes = kernels::bytes_of(rows);
-                let unpack = |i: usize, b: usize, u: &mut kernels::block::Unpacked| {
-                    // SAFETY: the build targets AVX2, which unpacking uses; the row holds whole blocks.
-                    unsafe { kernels::$kernels::unpack(&bytes[i * row_bytes..(i + 1) * row_bytes], b, u) }
-                };
+                let row = |i: usize| &bytes[i * row_bytes..(i + 1) * row_bytes];
                 let rows_here = rows.len() / per_row;
                 match kernels::KernelSet::in_use() {
-                    // SAFETY: the CPU has AVX-512 F/BW/VNNI (`in_use` picks only sets it runs).
+                    // SAFETY (each arm): `in_use` picks only sets the CPU runs; the rows hold
+                    // whole blocks. x86's unpacking uses AVX2, the build's baseline there.
+                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
                     kernels::KernelSet::Avx512Vnni => unsafe {
+                        let unpack = |i, b, u: &mut _| kernels::$kernels::unpack(row(i), b, u);
                         kernels::panel::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
                     },
-                    // SAFETY: the CPU has 256-bit VNNI in one of its encodings (as above).
+                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
                     kernels::KernelSet::AvxVnni => unsafe {
+                        let unpack = |i, b, u: &mut _| kernels::$kernels::unpack(row(i), b, u);
                         kernels::panel_vnni256::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
                     },
-                    _ => kernels::panel_avx2::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m),
+                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+                    kernels::KernelSet::Avx2 => {
+                        let unpack = |i, b, u: &mut _| unsafe { kernels::$kernels::unpack(row(i), b, u) };
+                        kernels::panel_avx2::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
+                    }
+                    #[cfg(target_arch = "aarch64")]
+                    kernels::KernelSet::NeonDotprod => unsafe {
+                        let unpack = |i, b, u: &mut _| kernels::block::$plain(row(i), b, u);
+                        kernels::neon::panel_matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
+                    },
+                    set => unreachable!("{} has no panel kernels (`panelled`)", set.name()),
                 }
             }
         }
     };
 }
-k_quant_row_dot!(BlockQ4K, q4k, 32);
-k_quant_row_dot!(BlockQ6K, q6k, 16);
+k_quant_row_dot!(BlockQ4K, q4k, unpack_q4k, 32);
+k_quant_row_dot!(BlockQ6K, q6k, unpack_q6k, 16);
 
 impl<T: RowDot> Blocks for Typed<T> {
     fn matmul(&self, rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32]) {
@@ -172,18 +175,14 @@ impl<T: RowDot> Blocks for Typed<T> {
         // last part panel of at least `PADDED_PANEL` tokens (its empty lanes zero, their
         // results dropped); the rest, and everything where there is no panel kernel, through
         // `dot_rows`. Each lane of a panel is one token's own sums, so none of it changes a bit.
-        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        let panels = (T::panelled() && m >= kernels::panel::PANEL).then(|| {
+        let panels = (T::panelled() && m >= kernels::panels::PANEL).then(|| {
             let bytes: Vec<&[u8]> = tokens.iter().map(|t| kernels::bytes_of(t)).collect();
             let whole =
-                if m % kernels::panel::PANEL >= PADDED_PANEL { m.next_multiple_of(kernels::panel::PANEL) } else { m };
-            kernels::panel::Panels::new(&bytes, per_row, whole)
+                if m % kernels::panels::PANEL >= PADDED_PANEL { m.next_multiple_of(kernels::panels::PANEL) } else { m };
+            kernels::panels::Panels::new(&bytes, per_row, whole)
         });
         // Lanes of the panels (a part panel's empty ones too): the gathered rows' length.
-        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        let lanes = panels.as_ref().map_or(0, |p| p.panels * kernels::panel::PANEL);
-        #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
-        let lanes = 0;
+        let lanes = panels.as_ref().map_or(0, |p| p.panels * kernels::panels::PANEL);
         let (stride, panelled) = (m.max(lanes), lanes.min(m));
         (0..rows.div_ceil(ROWS_PER_TASK)).into_par_iter().for_each(|task| {
             let first = task * ROWS_PER_TASK;
@@ -191,7 +190,6 @@ impl<T: RowDot> Blocks for Typed<T> {
             // Results gathered by weight row ([row][token]), the kernels' order, then moved to
             // `out` ([token][row]) while they are in this task's cache.
             let mut dst = vec![0f32; rows_here * stride];
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             if let Some(panels) = &panels {
                 T::panel_rows(cols, &self.0[first * per_row..(first + rows_here) * per_row], panels, &mut dst, stride);
             }

@@ -19,13 +19,14 @@ use candle_core::quantized::k_quants::BlockQ8K;
 
 pub mod block;
 #[cfg(target_arch = "aarch64")]
-mod neon;
+pub mod neon;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub mod panel;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub mod panel_avx2;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub mod panel_vnni256;
+pub mod panels;
 pub mod q4k;
 pub mod q6k;
 

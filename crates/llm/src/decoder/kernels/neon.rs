@@ -1,4 +1,4 @@
-//! The tile kernels on 64-bit ARM: a block's weights unpacked once into 16 vectors of 16 bytes
+//! The tile and panel kernels on 64-bit ARM: a block's weights unpacked once into 16 vectors of 16 bytes
 //! for the tile, each sub-block's products summed by `sdot` (ARMv8.2 dot products) or, on
 //! CPUs without it, by `smull` and pairwise adds; then per token the block's two exact
 //! integers and `block::canonical`, as every kernel set does, so ARM gives x86's bits.
@@ -6,7 +6,10 @@
 //! `sdot` is written as inline assembly: Rust's `vdotq_s32` is not stable yet. The weights are
 //! unsigned (0..16 for Q4_K, 0..64 for Q6_K) and fit a signed byte, so the signed form serves.
 
-use super::block::{canonical, f16_at, q4k_scales_and_mins, Q4K_BYTES, Q6K_BYTES, Q6K_D, Q6K_HIGH, Q6K_SCALES};
+use super::block::{
+    canonical, f16_at, q4k_scales_and_mins, Unpacked, Q4K_BYTES, Q6K_BYTES, Q6K_D, Q6K_HIGH, Q6K_SCALES,
+};
+use super::panels::{each_block, Panels, PANEL};
 use super::{token_bytes, Q8K_BYTES, QK_K, TILE};
 use candle_core::quantized::k_quants::BlockQ8K;
 use std::arch::aarch64::*;
@@ -165,4 +168,134 @@ pub unsafe fn q6k_dotprod(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
 /// None beyond the slices'.
 pub unsafe fn q6k_plain(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
     q6k::<false>(row, tokens, out)
+}
+
+/// `acc` plus, per lane, the 4 products of that lane's 4 bytes of `y` with group `LANE` of
+/// `w` (bytes 4·LANE..4·LANE + 4): `sdot` by element.
+#[inline(always)]
+unsafe fn sdot_lane<const LANE: usize>(acc: int32x4_t, y: int8x16_t, w: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    macro_rules! sdot {
+        ($lane:literal) => {
+            std::arch::asm!(
+                concat!("sdot {acc:v}.4s, {y:v}.16b, {w:v}.4b[", $lane, "]"),
+                acc = inout(vreg) acc,
+                y = in(vreg) y,
+                w = in(vreg) w,
+                options(pure, nomem, nostack, preserves_flags)
+            )
+        };
+    }
+    match LANE {
+        0 => sdot!("0"),
+        1 => sdot!("1"),
+        2 => sdot!("2"),
+        _ => sdot!("3"),
+    }
+    acc
+}
+
+/// Weight rows multiplied with a panel at once: 2 rows × 4 vectors of 4 tokens × 2 sums (the
+/// sub-block's and the block's), the panel's 4 vectors and the rows' weights: 22 of the 32
+/// registers.
+const PANEL_ROWS: usize = 2;
+
+/// The panels on ARM with dot products: `out[i * stride + t] = row i · token t` for a task's
+/// `rows` weight rows (`unpack(i, b, …)` gives block b of row i) and every panel's tokens.
+/// One `sdot` by element multiplies four weights of a row with the same four positions of 4
+/// tokens; each block ends in `canonical`'s two fused multiply-adds, as every kernel does.
+///
+/// # Safety
+/// The CPU must have the dot product extension.
+#[target_feature(enable = "dotprod")]
+pub unsafe fn panel_matmul<const SUB: usize>(
+    rows: usize,
+    blocks: usize,
+    unpack: impl Fn(usize, usize, &mut Unpacked),
+    panels: &Panels,
+    out: &mut [f32],
+    stride: usize,
+) {
+    each_block(rows, blocks, unpack, panels, out, stride, 1, PANEL_ROWS, |group, p, _, b, o| {
+        // SAFETY: the CPU has dot products (this function's contract); `each_block` hands out
+        // panel p's place in row `group[0]`'s output.
+        unsafe {
+            match group.len() {
+                PANEL_ROWS => accumulate::<SUB, PANEL_ROWS>(group, panels, p, b, o, stride),
+                _ => accumulate::<SUB, 1>(group, panels, p, b, o, stride),
+            }
+        }
+    });
+}
+
+/// Adds block `b` of `R` rows times panel `p` to `out[i * stride + t]`.
+#[target_feature(enable = "dotprod")]
+#[inline]
+// Indices into several small arrays at once, which stay in registers as they are.
+#[allow(clippy::needless_range_loop)]
+unsafe fn accumulate<const SUB: usize, const R: usize>(
+    rows: &[Unpacked],
+    panels: &Panels,
+    p: usize,
+    b: usize,
+    out: *mut f32,
+    stride: usize,
+) {
+    debug_assert!(rows.len() == R && p < panels.panels);
+    let at = p * panels.blocks + b;
+    let codes = panels.codes.as_ptr().add(at * 64 * PANEL) as *const i8;
+    let mut first = [[vdupq_n_s32(0); 4]; R];
+    for s in 0..QK_K / SUB {
+        let mut raw = [[vdupq_n_s32(0); 4]; R];
+        // Four groups of four weights per load of a row's weights.
+        for g4 in (s * SUB / 4..(s + 1) * SUB / 4).step_by(4) {
+            let w: [int8x16_t; R] =
+                std::array::from_fn(|i| vld1q_s8(rows[i].weights.as_ptr().add(4 * g4) as *const i8));
+            macro_rules! group {
+                ($lane:literal) => {{
+                    let g = g4 + $lane;
+                    let y = [0, 1, 2, 3].map(|q| vld1q_s8(codes.add((g * PANEL + 4 * q) * 4)));
+                    for i in 0..R {
+                        for q in 0..4 {
+                            raw[i][q] = sdot_lane::<$lane>(raw[i][q], y[q], w[i]);
+                        }
+                    }
+                }};
+            }
+            group!(0);
+            group!(1);
+            group!(2);
+            group!(3);
+        }
+        for i in 0..R {
+            for q in 0..4 {
+                first[i][q] = vmlaq_n_s32(first[i][q], raw[i][q], rows[i].scales[s]);
+            }
+        }
+    }
+    // Q4_K's second integer takes the sums of 32 values, 4 pairs; Q6_K's the sums of 16, 8.
+    let pairs = QK_K / SUB / 2;
+    let sums =
+        if SUB == 32 { panels.sums32.as_ptr().add(at * 4 * PANEL) } else { panels.sums.as_ptr().add(at * 8 * PANEL) };
+    let yd = [0, 1, 2, 3].map(|q| vld1q_f32(panels.scales.as_ptr().add(at * PANEL + 4 * q)));
+    for i in 0..R {
+        let mut second = [vdupq_n_s32(0); 4];
+        for u in 0..pairs {
+            // Each token's pair of sums times the row's pair of multipliers, added.
+            let multipliers = vreinterpretq_s16_u32(vdupq_n_u32(rows[i].pairs[u]));
+            for q in 0..4 {
+                let v = vld1q_s16(sums.add(u * PANEL + 4 * q) as *const i16);
+                let products =
+                    vpaddq_s32(vmull_s16(vget_low_s16(v), vget_low_s16(multipliers)), vmull_high_s16(v, multipliers));
+                second[q] = vaddq_s32(second[q], products);
+            }
+        }
+        for q in 0..4 {
+            let o = out.add(i * stride + 4 * q);
+            let d = vmulq_n_f32(yd[q], rows[i].d);
+            let m = vmulq_n_f32(yd[q], rows[i].m);
+            let acc = vfmaq_f32(vld1q_f32(o), d, vcvtq_f32_s32(first[i][q]));
+            vst1q_f32(o, vfmsq_f32(acc, m, vcvtq_f32_s32(second[q])));
+        }
+    }
 }
