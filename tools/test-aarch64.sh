@@ -52,7 +52,7 @@ echo "--- the decoder's exactness and the embedder's reference tests, qemu -cpu 
 CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$(runner max)" \
   cargo test "${build[@]}" --test decoder --test reference -- --skip speed --skip sampling || failed=1
 
-X86="$CARGO_TARGET_DIR/release/quire"
+X86="${X86_QUIRE:-$CARGO_TARGET_DIR/release/quire}"
 ARM="$CARGO_TARGET_DIR/$TARGET/release/quire"
 SAMPLES="${QUIRE_SAMPLE_DOCS:-$(cd .. && pwd)/shared/sample-docs}"
 work=$(mktemp -d)

@@ -100,7 +100,15 @@ impl RowDot for BlockQ4_0 {}
 impl RowDot for BlockQ4_1 {}
 impl RowDot for BlockQ5_0 {}
 impl RowDot for BlockQ5_1 {}
-impl RowDot for BlockQ8_0 {}
+/// Q8_0 through Quire's own dispatch (`kernels::q8_0`), which gives candle's x86 bits on every
+/// CPU.
+impl RowDot for BlockQ8_0 {
+    fn dot_rows(_cols: usize, row: &[Self], tokens: &[&[Self::VecDotType]], out: &mut [f32]) {
+        for (o, t) in out.iter_mut().zip(tokens) {
+            *o = kernels::q8_0::dot(row, t);
+        }
+    }
+}
 impl RowDot for BlockQ2K {}
 impl RowDot for BlockQ3K {}
 impl RowDot for BlockQ5K {}

@@ -29,6 +29,7 @@ pub mod panel_vnni256;
 pub mod panels;
 pub mod q4k;
 pub mod q6k;
+pub mod q8_0;
 
 pub const QK_K: usize = 256;
 /// Tokens handled per pass over a weight row.
