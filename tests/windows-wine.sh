@@ -31,6 +31,11 @@ cp -r "$SAMPLES"/fasta_guide.pdf "$SAMPLES"/4ti2_manual.pdf "$SAMPLES"/markdown 
 start=$(date +%s)
 wineboot -i >/dev/null 2>&1
 wineserver -w
+# Wine 8.0 lacks bcryptprimitives.dll (Rust's std takes random bytes from its ProcessPrng on
+# Windows 10 and later); a stand-in built from tests/windows/bcryptprimitives.c goes into this
+# throwaway prefix only.
+x86_64-w64-mingw32-gcc -shared -O2 -o "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" \
+  tests/windows/bcryptprimitives.c -lbcrypt
 echo "Wine prefix made in $(( $(date +%s) - start )) s"
 
 winpath() { winepath -w "$1" 2>/dev/null; }
@@ -86,7 +91,7 @@ scenario() {
     side "$which" "$home" search --mode "$mode" --limit 5 "how to format a FASTA sequence header" | normal >"$out/search-$mode"
   done
   side "$which" "$home" ask --json --model smollm2-135m "What does the tokio crate provide?" | answer_summary | normal >"$out/ask"
-  side "$which" "$home" key status | sed 's/key [0-9a-f]* kept/key … kept/' >"$out/key-status"
+  side "$which" "$home" key status | sed -E 's/collection [0-9a-f]+/collection …/; s/key [0-9a-f]+ kept/key … kept/' >"$out/key-status"
   local removed
   removed=$(ls "$work/docs/markdown" | head -n 1)
   side "$which" "$home" remove "$(on "$which" "$work/docs/markdown/$removed")" | normal >"$out/remove"

@@ -6,7 +6,8 @@
 ; Defines given by the build script: NAME, VERSION (tauri.conf.json), ICON, FILES (the folder
 ; of stripped binaries), OUTFILE.
 
-Unicode true
+; A 64-bit installer for a 64-bit app (and Wine without 32-bit support runs it).
+Target amd64-unicode
 SetCompressor /SOLID lzma
 !include "MUI2.nsh"
 !include "LogicLib.nsh"
