@@ -44,6 +44,9 @@ rm -rf "$ship" && mkdir -p "$ship/files"
 for exe in quire.exe quire-app.exe; do
   x86_64-w64-mingw32-strip --strip-all -o "$ship/files/$exe" "$built/$exe"
 done
+# The GNU target's app loads WebView2's loader at run time (webview2-com-sys puts Microsoft's
+# redistributable DLL beside the build); without it the app does not start at all.
+cp "$built/WebView2Loader.dll" "$ship/files/"
 # The name, version and icon are tauri.conf.json's, as in the Linux package.
 conf=src-tauri/tauri.conf.json
 field() { python3 -c "import json,sys; print(json.load(open('$conf'))[sys.argv[1]])" "$1"; }

@@ -4,7 +4,7 @@
 ; collections and models (under %APPDATA%\quire) are theirs and stay when Quire is uninstalled.
 ;
 ; Defines given by the build script: NAME, VERSION (tauri.conf.json), ICON, FILES (the folder
-; of stripped binaries), OUTFILE.
+; of stripped binaries and WebView2Loader.dll), OUTFILE.
 
 ; A 64-bit installer for a 64-bit app (and Wine without 32-bit support runs it).
 Target amd64-unicode
@@ -55,6 +55,9 @@ Section "Install"
   SetOutPath "$INSTDIR"
   File "${FILES}\quire-app.exe"
   File "${FILES}\quire.exe"
+  ; The GNU build of the app loads the WebView2 loader at run time (the MSVC one links it in);
+  ; Windows does not carry it, so it goes beside the app.
+  File "${FILES}\WebView2Loader.dll"
   WriteUninstaller "$INSTDIR\uninstall.exe"
   CreateShortcut "$SMPROGRAMS\${NAME}.lnk" "$INSTDIR\quire-app.exe"
   CreateShortcut "$DESKTOP\${NAME}.lnk" "$INSTDIR\quire-app.exe"
@@ -72,6 +75,7 @@ SectionEnd
 Section "Uninstall"
   Delete "$INSTDIR\quire-app.exe"
   Delete "$INSTDIR\quire.exe"
+  Delete "$INSTDIR\WebView2Loader.dll"
   Delete "$INSTDIR\uninstall.exe"
   RMDir "$INSTDIR"
   Delete "$SMPROGRAMS\${NAME}.lnk"
