@@ -289,8 +289,8 @@ pub fn text(bytes: &[u8]) -> String {
 }
 
 /// Resident memory and CPU time used so far (user + system, seconds) of process `pid`, read
-/// from /proc (Linux).
-#[cfg(target_os = "linux")]
+/// from /proc (Linux; compiled on Unix, where the tests that call it are built).
+#[cfg(unix)]
 pub fn process_usage(pid: u32) -> (u64, f64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("process status");
     let rss_kb: u64 = status

@@ -381,8 +381,8 @@ mod neon {
             let here = (seen - from).min(KEY_BLOCK);
             for (h, a) in acc.iter().enumerate() {
                 let mut lanes = [0f32; KEY_BLOCK];
-                for i in 0..4 {
-                    vst1q_f32(lanes.as_mut_ptr().add(4 * i), vmulq_n_f32(a[i], scale));
+                for (i, ai) in a.iter().enumerate() {
+                    vst1q_f32(lanes.as_mut_ptr().add(4 * i), vmulq_n_f32(*ai, scale));
                 }
                 out[h * seen + from..h * seen + from + here].copy_from_slice(&lanes[..here]);
             }
