@@ -21,6 +21,9 @@ for f in "$LINUX_QUIRE" "$WINDOWS_QUIRE"; do
   [ -x "$f" ] || [ -f "$f" ] || { echo "missing $f: run scripts/setup.sh and tools/build-windows.sh" >&2; exit 1; }
 done
 command -v wine >/dev/null || { echo "wine is missing: apt-get install wine64" >&2; exit 1; }
+# What Wine's processes are called: the kill half-way and the stops below find them by it.
+exe_name=$(basename "$WINDOWS_QUIRE" | sed 's/\./\\./g')
+failed=0
 
 work=$(mktemp -d)
 trap 'wineserver -k 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -109,10 +112,13 @@ mkdir -p "$kill_home"
 half=$(python3 -c "print(max(1.0, float(open('$work/out/windows.ingest_s').read()) / 2))")
 side windows "$kill_home" ingest "$(winpath "$work/docs")" >/dev/null 2>&1 &
 sleep "$half"
-pkill -9 -f 'quire\.exe' || true
+pkill -9 -f "$exe_name" || true
 wait || true
 wineserver -w
 killed_list=$(side windows "$kill_home" list 2>&1 | normal || true)
+if [ "$(echo "$killed_list" | tail -n 1)" = "$(tail -n 1 "$work/out/linux/list")" ]; then
+  echo "the kill came after the ingestion had finished: resuming was not tested"; failed=1
+fi
 set +e
 side windows "$kill_home" ingest >"$work/out/resume.stdout" 2>"$work/out/resume.stderr"
 set -e
@@ -122,7 +128,6 @@ side windows "$kill_home" search --mode hybrid --limit 5 "how to format a FASTA 
 cp "$work/out/linux/list" "$work/out/linux/list-resumed"
 cp "$work/out/linux/search-hybrid" "$work/out/linux/search-resumed"
 
-failed=0
 for f in ingest.exit list search-dense search-bm25 search-hybrid ask key-status remove list-after-remove \
          list-resumed search-resumed; do
   if diff -u "$work/out/linux/$f" "$work/out/windows/$f" >"$work/out/$f.diff"; then
@@ -147,6 +152,41 @@ for which in linux windows; do
     grep -i "4ti2_manual" | tail -n 1 || true)
   echo "$which, the loader limited to 8 MB: ${said:-indexed}"
 done
+
+# The folder watcher (ReadDirectoryChangesW under notify): a file added while watching is
+# indexed, a deleted one removed, and another process lists the collection meanwhile.
+watched="$work/watched"
+mkdir -p "$watched"
+cp "$SAMPLES/markdown/notify-README.md" "$watched/"
+side windows "$work/home-watch" watch "$(winpath "$watched")" >"$work/out/watch.log" 2>&1 &
+watcher=$!
+settle() { for _ in $(seq 60); do grep -q "$1" "$work/out/watch.log" && return 0; sleep 1; done; return 1; }
+settle "watching" && cp "$SAMPLES/markdown/tokio-README.md" "$watched/added.md" &&
+  settle "added.md" && rm "$watched/notify-README.md" && settle "removed" || true
+watch_list=$(side windows "$work/home-watch" list 2>&1 | normal)
+pkill -f "$exe_name.* watch" || true
+wait "$watcher" 2>/dev/null || true
+if echo "$watch_list" | grep -q "added.md" && ! echo "$watch_list" | grep -q "notify-README" &&
+  echo "$watch_list" | grep -q "^1 documents"; then
+  echo "watcher: the added file indexed, the deleted one removed"
+else
+  echo "WATCHER FAILED:"; cat "$work/out/watch.log"; echo "$watch_list"; failed=1
+fi
+
+# The local API: the bearer token from the collection's keychain entry, 401 without it.
+token=$(side windows "$work/home-watch" key api-token | tr -d '\r' | tail -n 1)
+side windows "$work/home-watch" serve --port 18765 >"$work/out/serve.log" 2>&1 &
+server=$!
+for _ in $(seq 60); do grep -q "serving" "$work/out/serve.log" && break; sleep 1; done
+models=$(curl -s -m 10 http://127.0.0.1:18765/v1/models -H "Authorization: Bearer $token" || true)
+refused=$(curl -s -m 10 -o /dev/null -w "%{http_code}" http://127.0.0.1:18765/v1/models || true)
+pkill -f "$exe_name.* serve" || true
+wait "$server" 2>/dev/null || true
+if echo "$models" | grep -q '"id":"quire"' && [ "$refused" = 401 ]; then
+  echo "local API: /v1/models with the token, 401 without"
+else
+  echo "LOCAL API FAILED: $models / $refused"; cat "$work/out/serve.log"; failed=1
+fi
 
 # The OS keychain: a collection without a passphrase keeps its key in the Credential Manager.
 unset QUIRE_PASSPHRASE
