@@ -508,34 +508,9 @@ mod neon {
     use std::arch::aarch64::*;
 
     use super::{HalfPanel, Int8Weights, Quantized, GROUP, PANEL};
+    use quire_simd::neon::sdot_lane;
 
     const TILE_ROWS: usize = 4;
-
-    /// `acc` plus, per lane, the 4 products of that lane's 4 bytes of `w` with bytes
-    /// `4·LANE..4·LANE + 4` of `a` (`sdot` by element; inline assembly while Rust's
-    /// intrinsic is unstable).
-    #[inline(always)]
-    unsafe fn sdot_lane<const LANE: usize>(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
-        let mut acc = acc;
-        macro_rules! sdot {
-            ($lane:literal) => {
-                std::arch::asm!(
-                    concat!("sdot {acc:v}.4s, {w:v}.16b, {a:v}.4b[", $lane, "]"),
-                    acc = inout(vreg) acc,
-                    w = in(vreg) w,
-                    a = in(vreg) a,
-                    options(pure, nomem, nostack, preserves_flags)
-                )
-            };
-        }
-        match LANE {
-            0 => sdot!("0"),
-            1 => sdot!("1"),
-            2 => sdot!("2"),
-            _ => sdot!("3"),
-        }
-        acc
-    }
 
     /// `plain::quantize_block`'s bytes: `fcvtns` rounds half to even, the narrowing moves
     /// saturate to 0..=255.

@@ -203,6 +203,35 @@ pub mod plain {
 pub mod neon {
     use std::arch::aarch64::*;
 
+    /// `acc` plus, per lane, the 4 products of that lane's 4 bytes of `a` with bytes
+    /// `4·LANE..4·LANE + 4` of `b`: `sdot` by element (inline assembly while Rust's intrinsic
+    /// is unstable). The decoder's panels and the embedder's int8 layers use it.
+    ///
+    /// # Safety
+    /// The CPU must have the dot product extension.
+    #[inline(always)]
+    pub unsafe fn sdot_lane<const LANE: usize>(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        let mut acc = acc;
+        macro_rules! sdot {
+            ($lane:literal) => {
+                std::arch::asm!(
+                    concat!("sdot {acc:v}.4s, {a:v}.16b, {b:v}.4b[", $lane, "]"),
+                    acc = inout(vreg) acc,
+                    a = in(vreg) a,
+                    b = in(vreg) b,
+                    options(pure, nomem, nostack, preserves_flags)
+                )
+            };
+        }
+        match LANE {
+            0 => sdot!("0"),
+            1 => sdot!("1"),
+            2 => sdot!("2"),
+            _ => sdot!("3"),
+        }
+        acc
+    }
+
     #[inline(always)]
     unsafe fn exp(x: float32x4_t) -> float32x4_t {
         let x = vmaxq_f32(x, vdupq_n_f32(-87.0));

@@ -12,6 +12,7 @@ use super::block::{
 use super::panels::{each_block, Panels, PANEL};
 use super::{token_bytes, Q8K_BYTES, QK_K, TILE};
 use candle_core::quantized::k_quants::BlockQ8K;
+use quire_simd::neon::sdot_lane;
 use std::arch::aarch64::*;
 
 /// `acc` plus the 16 products of `a` and `b`, four to a lane.
@@ -168,31 +169,6 @@ pub unsafe fn q6k_dotprod(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
 /// None beyond the slices'.
 pub unsafe fn q6k_plain(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
     q6k::<false>(row, tokens, out)
-}
-
-/// `acc` plus, per lane, the 4 products of that lane's 4 bytes of `y` with group `LANE` of
-/// `w` (bytes 4·LANE..4·LANE + 4): `sdot` by element.
-#[inline(always)]
-unsafe fn sdot_lane<const LANE: usize>(acc: int32x4_t, y: int8x16_t, w: int8x16_t) -> int32x4_t {
-    let mut acc = acc;
-    macro_rules! sdot {
-        ($lane:literal) => {
-            std::arch::asm!(
-                concat!("sdot {acc:v}.4s, {y:v}.16b, {w:v}.4b[", $lane, "]"),
-                acc = inout(vreg) acc,
-                y = in(vreg) y,
-                w = in(vreg) w,
-                options(pure, nomem, nostack, preserves_flags)
-            )
-        };
-    }
-    match LANE {
-        0 => sdot!("0"),
-        1 => sdot!("1"),
-        2 => sdot!("2"),
-        _ => sdot!("3"),
-    }
-    acc
 }
 
 /// Weight rows multiplied with a panel at once: 2 rows × 4 vectors of 4 tokens × 2 sums (the
