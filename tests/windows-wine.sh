@@ -162,7 +162,7 @@ mkdir -p "$watched"
 cp "$SAMPLES/markdown/notify-README.md" "$watched/"
 side windows "$work/home-watch" watch "$(winpath "$watched")" >"$work/out/watch.log" 2>&1 &
 watcher=$!
-settle() { for _ in $(seq 60); do grep -q "$1" "$work/out/watch.log" && return 0; sleep 1; done; return 1; }
+settle() { for _ in $(seq 60); do grep -q "$1" "$work/out/watch.log" 2>/dev/null && return 0; sleep 1; done; return 1; }
 settle "watching" && cp "$SAMPLES/markdown/tokio-README.md" "$watched/added.md" &&
   settle "added.md" && rm "$watched/notify-README.md" && settle "removed" || true
 watch_list=$(side windows "$work/home-watch" list 2>&1 | normal)

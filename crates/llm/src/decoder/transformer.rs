@@ -215,15 +215,17 @@ impl Config {
         })
     }
 
-    /// The rotary embedding's frequency of each pair of a head's dimensions.
+    /// The rotary embedding's frequency of each pair of a head's dimensions. In f64, then
+    /// rounded: libm's f32 functions give other bits on Windows than on Linux, its f64 ones
+    /// agree to within an ulp, which rounding to f32 leaves the same.
     pub fn inv_freq(&self) -> Vec<f32> {
-        let d = self.head_dim;
-        (0..d / 2).map(|i| 1.0 / self.rope_base.powf(2.0 * i as f32 / d as f32)).collect()
+        let d = self.head_dim as f64;
+        (0..self.head_dim / 2).map(|i| (1.0 / (self.rope_base as f64).powf(2.0 * i as f64 / d)) as f32).collect()
     }
 }
 
 /// The rotary embedding's cosines and sines for positions `start..start + m`, `inv_freq.len()`
-/// of each per position.
+/// of each per position (in f64, then rounded, as `inv_freq`).
 pub(super) fn rope_tables(inv_freq: &[f32], start: usize, m: usize) -> (Vec<f32>, Vec<f32>) {
     let mut cos = Vec::with_capacity(m * inv_freq.len());
     let mut sin = Vec::with_capacity(m * inv_freq.len());
@@ -231,8 +233,8 @@ pub(super) fn rope_tables(inv_freq: &[f32], start: usize, m: usize) -> (Vec<f32>
         let position = (start + t) as f32;
         for &f in inv_freq {
             let angle = position * f;
-            cos.push(angle.cos());
-            sin.push(angle.sin());
+            cos.push((angle as f64).cos() as f32);
+            sin.push((angle as f64).sin() as f32);
         }
     }
     (cos, sin)
@@ -367,7 +369,9 @@ impl Transformer {
             layer.up.matmul(&normed, m, &mut up);
             gate.par_chunks_mut(ffn).zip(up.par_chunks(ffn)).for_each(|(gate, up)| {
                 for (g, u) in gate.iter_mut().zip(up) {
-                    *g = *g / (1.0 + (-*g).exp()) * u;
+                    // SiLU: `exp_clamped` rather than libm's `expf`, which gives other bits on
+                    // Windows than on Linux.
+                    *g = *g / (1.0 + quire_simd::plain::exp_clamped(-*g)) * u;
                 }
             });
             layer.down.matmul(&gate, m, &mut proj);
