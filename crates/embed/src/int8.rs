@@ -46,12 +46,14 @@ fn kernels() -> Option<KernelSet> {
     kernels_of(KernelSet::in_use())
 }
 
-/// Whether `set` has int8 kernels: the VNNI sets and ARM's dot products. AVX2 alone has no
-/// exact 8-bit product of an unsigned and a signed byte that does not saturate (`vpmaddubsw`
-/// does), so there the layers stay in f32.
+/// The int8 kernels of `set`, where it has them: the VNNI sets' and ARM's dot products (with
+/// i8mm too: the embedder's layers are matrix-vector shaped per token group, which `sdot` by
+/// element serves). AVX2 alone has no exact 8-bit product of an unsigned and a signed byte
+/// that does not saturate (`vpmaddubsw` does), so there the layers stay in f32.
 fn kernels_of(set: KernelSet) -> Option<KernelSet> {
     match set {
         KernelSet::Avx512Vnni | KernelSet::AvxVnni | KernelSet::NeonDotprod => Some(set),
+        KernelSet::NeonI8mm => Some(KernelSet::NeonDotprod),
         _ => None,
     }
 }

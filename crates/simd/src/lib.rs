@@ -19,6 +19,9 @@ pub enum KernelSet {
     AvxVnni,
     /// x86-64-v3, the x86 build's baseline.
     Avx2,
+    /// ARMv8.6 int8 matrix multiplies (`smmla`) with dot products: Apple M2 on, Snapdragon X,
+    /// Graviton 3 on. The prompt's panels by `smmla`; everything else as `NeonDotprod`.
+    NeonI8mm,
     /// ARMv8.2 dot products (`sdot`): every Apple silicon Mac, Snapdragon X, Graviton 2 on.
     NeonDotprod,
     /// NEON alone (every 64-bit ARM CPU).
@@ -29,7 +32,7 @@ pub enum KernelSet {
 
 impl KernelSet {
     /// The best set this CPU runs, or the one `QUIRE_KERNELS` names where the CPU runs it
-    /// (`avx512`, `avxvnni`, `avx2`, `dotprod`, `neon`, `portable`).
+    /// (`avx512`, `avxvnni`, `avx2`, `i8mm`, `dotprod`, `neon`, `portable`).
     pub fn in_use() -> KernelSet {
         static SET: std::sync::OnceLock<KernelSet> = std::sync::OnceLock::new();
         *SET.get_or_init(|| {
@@ -58,7 +61,11 @@ impl KernelSet {
         }
         #[cfg(target_arch = "aarch64")]
         {
-            if std::arch::is_aarch64_feature_detected!("dotprod") {
+            use std::arch::is_aarch64_feature_detected as has;
+            if has!("dotprod") && has!("i8mm") {
+                sets.push(KernelSet::NeonI8mm);
+            }
+            if has!("dotprod") {
                 sets.push(KernelSet::NeonDotprod);
             }
             sets.push(KernelSet::Neon);
@@ -88,6 +95,7 @@ impl KernelSet {
             KernelSet::Avx512Vnni => "avx512",
             KernelSet::AvxVnni => "avxvnni",
             KernelSet::Avx2 => "avx2",
+            KernelSet::NeonI8mm => "i8mm",
             KernelSet::NeonDotprod => "dotprod",
             KernelSet::Neon => "neon",
             KernelSet::Portable => "portable",
@@ -104,6 +112,7 @@ impl KernelSet {
             }
             KernelSet::AvxVnni => "AVX-VNNI",
             KernelSet::Avx2 => "AVX2",
+            KernelSet::NeonI8mm => "NEON i8mm",
             KernelSet::NeonDotprod => "NEON dotprod",
             KernelSet::Neon => "NEON",
             KernelSet::Portable => "portable",
@@ -229,6 +238,25 @@ pub mod neon {
             2 => sdot!("2"),
             _ => sdot!("3"),
         }
+        acc
+    }
+
+    /// `acc` plus the 2×2 products of `a`'s two rows of 8 bytes (bytes 0..8, 8..16) with
+    /// `b`'s two: lanes a0·b0, a0·b1, a1·b0, a1·b1. `smmla` (inline assembly while Rust's
+    /// intrinsic is unstable); the decoder's panels use it.
+    ///
+    /// # Safety
+    /// The CPU must have the int8 matrix multiply extension (i8mm).
+    #[inline(always)]
+    pub unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        let mut acc = acc;
+        std::arch::asm!(
+            "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
         acc
     }
 
@@ -484,6 +512,49 @@ mod tests {
             digest = (digest ^ got.to_bits() as u64).wrapping_mul(0x100000001b3);
         }
         assert_eq!(digest, 3691093972656521137, "the exponential's bits differ from x86-64's");
+    }
+
+    /// `neon::smmla` against its definition (a 2×8 by 8×2 product added to a 2×2 one), where
+    /// the CPU has i8mm; and `sdot_lane` against its, where it has dot products.
+    #[test]
+    #[cfg(target_arch = "aarch64")]
+    fn the_arm_integer_products_are_their_definitions() {
+        use std::arch::aarch64::*;
+        let a: [i8; 16] = std::array::from_fn(|i| (i as i8).wrapping_mul(37).wrapping_sub(100));
+        let b: [i8; 16] =
+            std::array::from_fn(|i| if i % 5 == 0 { -128 } else { (i as i8).wrapping_mul(91).wrapping_add(7) });
+        let acc = [5i32, -7, 1 << 20, -3];
+        let dot = |x: &[i8], y: &[i8]| x.iter().zip(y).map(|(&x, &y)| x as i32 * y as i32).sum::<i32>();
+        let lanes = |v: int32x4_t| {
+            let mut out = [0i32; 4];
+            unsafe { vst1q_s32(out.as_mut_ptr(), v) };
+            out
+        };
+        let (va, vb, vacc) = unsafe { (vld1q_s8(a.as_ptr()), vld1q_s8(b.as_ptr()), vld1q_s32(acc.as_ptr())) };
+        // The instructions assemble only in functions built for their extensions.
+        #[target_feature(enable = "i8mm")]
+        unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+            neon::smmla(acc, a, b)
+        }
+        #[target_feature(enable = "dotprod")]
+        unsafe fn sdot_lane2(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+            neon::sdot_lane::<2>(acc, a, b)
+        }
+        if std::arch::is_aarch64_feature_detected!("i8mm") {
+            let want = [
+                acc[0] + dot(&a[..8], &b[..8]),
+                acc[1] + dot(&a[..8], &b[8..]),
+                acc[2] + dot(&a[8..], &b[..8]),
+                acc[3] + dot(&a[8..], &b[8..]),
+            ];
+            assert_eq!(lanes(unsafe { smmla(vacc, va, vb) }), want);
+        } else {
+            eprintln!("no i8mm on this CPU: smmla is not tested here");
+        }
+        if std::arch::is_aarch64_feature_detected!("dotprod") {
+            let want: [i32; 4] = std::array::from_fn(|l| acc[l] + dot(&a[4 * l..4 * l + 4], &b[8..12]));
+            assert_eq!(lanes(unsafe { sdot_lane2(vacc, va, vb) }), want);
+        }
     }
 
     /// The AVX-512 form against the same formula, where the CPU has it (on others only the

@@ -34,7 +34,7 @@ fn scores_by(set: KernelSet, queries: &[f32], keys: &[f32], hd: usize, scale: f3
         KernelSet::Avx2 | KernelSet::AvxVnni => unsafe { avx2::scores(queries, keys, hd, group, seen, scale, scores) },
         // SAFETY: NEON is part of every aarch64 CPU; bounds are checked above.
         #[cfg(target_arch = "aarch64")]
-        KernelSet::NeonDotprod | KernelSet::Neon => unsafe {
+        KernelSet::NeonI8mm | KernelSet::NeonDotprod | KernelSet::Neon => unsafe {
             neon::scores(queries, keys, hd, group, seen, scale, scores)
         },
         _ => plain::scores(queries, keys, hd, group, seen, scale, scores),
@@ -61,7 +61,7 @@ fn weighted_values_by(set: KernelSet, weights: &[f32], values: &[f32], hd: usize
         KernelSet::Avx2 | KernelSet::AvxVnni => unsafe { avx2::weighted_values(weights, values, hd, group, seen, out) },
         // SAFETY: as in `scores`.
         #[cfg(target_arch = "aarch64")]
-        KernelSet::NeonDotprod | KernelSet::Neon => unsafe {
+        KernelSet::NeonI8mm | KernelSet::NeonDotprod | KernelSet::Neon => unsafe {
             neon::weighted_values(weights, values, hd, group, seen, out)
         },
         _ => plain::weighted_values(weights, values, hd, group, seen, out),

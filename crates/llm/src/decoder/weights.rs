@@ -112,8 +112,9 @@ impl RowDot for BlockQ8_0 {
 impl RowDot for BlockQ2K {}
 impl RowDot for BlockQ3K {}
 impl RowDot for BlockQ5K {}
-/// The k-quant formats with their own kernels: tiles of four tokens, and panels of 16 (AVX-512
-/// VNNI where the CPU has it, else AVX2; `SUB`: the format's sub-block size).
+/// The k-quant formats with their own kernels: tiles of four tokens, and panels of 16 by the
+/// set in use (AVX-512 VNNI, 256-bit VNNI, AVX2, NEON i8mm or dot products; `SUB`: the
+/// format's sub-block size).
 macro_rules! k_quant_row_dot {
     ($block:ty, $kernels:ident, $plain:ident, $sub:literal) => {
         impl RowDot for $block {
@@ -155,6 +156,11 @@ macro_rules! k_quant_row_dot {
                         let unpack = |i, b, u: &mut _| unsafe { kernels::$kernels::unpack(row(i), b, u) };
                         kernels::panel_avx2::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
                     }
+                    #[cfg(target_arch = "aarch64")]
+                    kernels::KernelSet::NeonI8mm => unsafe {
+                        let unpack = |i, b, u: &mut _| kernels::block::$plain(row(i), b, u);
+                        kernels::neon::panel_matmul_i8mm::<$sub>(rows_here, per_row, unpack, panels, out, m)
+                    },
                     #[cfg(target_arch = "aarch64")]
                     kernels::KernelSet::NeonDotprod => unsafe {
                         let unpack = |i, b, u: &mut _| kernels::block::$plain(row(i), b, u);

@@ -100,7 +100,8 @@ impl Tiles {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             KernelSet::AvxVnni => self.avx2,
             #[cfg(target_arch = "aarch64")]
-            KernelSet::NeonDotprod => self.dotprod,
+            // i8mm is for the panels; the tiles (a few tokens) take dot products.
+            KernelSet::NeonI8mm | KernelSet::NeonDotprod => self.dotprod,
             #[cfg(target_arch = "aarch64")]
             KernelSet::Neon => self.neon,
             _ => self.portable,

@@ -12,7 +12,7 @@ use super::block::{
 use super::panels::{each_block, Panels, PANEL};
 use super::{token_bytes, Q8K_BYTES, QK_K, TILE};
 use candle_core::quantized::k_quants::BlockQ8K;
-use quire_simd::neon::sdot_lane;
+use quire_simd::neon::{sdot_lane, smmla};
 use std::arch::aarch64::*;
 
 /// `acc` plus the 16 products of `a` and `b`, four to a lane.
@@ -249,29 +249,235 @@ unsafe fn accumulate<const SUB: usize, const R: usize>(
             }
         }
     }
-    // Q4_K's second integer takes the sums of 32 values, 4 pairs; Q6_K's the sums of 16, 8.
-    let pairs = QK_K / SUB / 2;
-    let sums =
-        if SUB == 32 { panels.sums32.as_ptr().add(at * 4 * PANEL) } else { panels.sums.as_ptr().add(at * 8 * PANEL) };
-    let yd = [0, 1, 2, 3].map(|q| vld1q_f32(panels.scales.as_ptr().add(at * PANEL + 4 * q)));
+    let (sums, yd) = (sums_of::<SUB>(panels, at), scales_of(panels, at));
     for i in 0..R {
-        let mut second = [vdupq_n_s32(0); 4];
-        for u in 0..pairs {
-            // Each token's pair of sums times the row's pair of multipliers, added.
-            let multipliers = vreinterpretq_s16_u32(vdupq_n_u32(rows[i].pairs[u]));
-            for q in 0..4 {
-                let v = vld1q_s16(sums.add(u * PANEL + 4 * q) as *const i16);
-                let products =
-                    vpaddq_s32(vmull_s16(vget_low_s16(v), vget_low_s16(multipliers)), vmull_high_s16(v, multipliers));
-                second[q] = vaddq_s32(second[q], products);
+        for q in 0..4 {
+            finish(out.add(i * stride + 4 * q), &rows[i], yd[q], first[i][q], second::<SUB>(&rows[i], sums, q));
+        }
+    }
+}
+
+/// Where block `at` (panel × blocks + block) of a panel's sums for the second integer start:
+/// Q4_K's takes the sums of 32 values, Q6_K's the sums of 16.
+#[inline(always)]
+unsafe fn sums_of<const SUB: usize>(panels: &Panels, at: usize) -> *const u32 {
+    if SUB == 32 {
+        panels.sums32.as_ptr().add(at * 4 * PANEL)
+    } else {
+        panels.sums.as_ptr().add(at * 8 * PANEL)
+    }
+}
+
+/// The 16 tokens' scales of block `at`, four to a vector.
+#[inline(always)]
+unsafe fn scales_of(panels: &Panels, at: usize) -> [float32x4_t; 4] {
+    [0, 1, 2, 3].map(|q| vld1q_f32(panels.scales.as_ptr().add(at * PANEL + 4 * q)))
+}
+
+/// A row's second integer of the block for tokens 4q..4q+4 of the panel: each token's pairs
+/// of sums (4 pairs for Q4_K, 8 for Q6_K) times the row's pairs of multipliers, added.
+#[inline(always)]
+unsafe fn second<const SUB: usize>(row: &Unpacked, sums: *const u32, q: usize) -> int32x4_t {
+    let mut second = vdupq_n_s32(0);
+    for u in 0..QK_K / SUB / 2 {
+        let multipliers = vreinterpretq_s16_u32(vdupq_n_u32(row.pairs[u]));
+        let v = vld1q_s16(sums.add(u * PANEL + 4 * q) as *const i16);
+        let products =
+            vpaddq_s32(vmull_s16(vget_low_s16(v), vget_low_s16(multipliers)), vmull_high_s16(v, multipliers));
+        second = vaddq_s32(second, products);
+    }
+    second
+}
+
+/// `block::canonical` for four tokens of a row: `o += d·yd·first − m·yd·second`, each product
+/// fused with its addition.
+#[inline(always)]
+unsafe fn finish(o: *mut f32, row: &Unpacked, yd: float32x4_t, first: int32x4_t, second: int32x4_t) {
+    let d = vmulq_n_f32(yd, row.d);
+    let m = vmulq_n_f32(yd, row.m);
+    let acc = vfmaq_f32(vld1q_f32(o), d, vcvtq_f32_s32(first));
+    vst1q_f32(o, vfmsq_f32(acc, m, vcvtq_f32_s32(second)));
+}
+
+/// Weight rows multiplied with a panel at once by `smmla`: two pairs of rows, half a panel (8
+/// tokens, 4 pairs) at a time: 8 sums of the sub-block and 8 of the block, 4 vectors of
+/// tokens and 2 of weights, 22 of the 32 registers.
+const MM_ROWS: usize = 4;
+
+/// The panels on ARM with int8 matrix multiplies: as `panel_matmul`, but each `smmla`
+/// multiplies 8 weights of two rows with the same 8 positions of two tokens (a 2×8 by 8×2
+/// product), twice the work of an `sdot` by element. Every block ends in `canonical`'s two
+/// fused multiply-adds, as every kernel does.
+///
+/// # Safety
+/// The CPU must have the dot product and int8 matrix multiply extensions.
+#[target_feature(enable = "dotprod,i8mm")]
+pub unsafe fn panel_matmul_i8mm<const SUB: usize>(
+    rows: usize,
+    blocks: usize,
+    unpack: impl Fn(usize, usize, &mut Unpacked),
+    panels: &Panels,
+    out: &mut [f32],
+    stride: usize,
+) {
+    each_block(rows, blocks, unpack, panels, out, stride, 1, MM_ROWS, |group, p, _, b, o| {
+        // SAFETY: the CPU has i8mm (this function's contract); `each_block` hands out panel
+        // p's place in row `group[0]`'s output. A last row alone goes with a row of zeros,
+        // whose results are not stored.
+        unsafe {
+            match group.len() {
+                MM_ROWS => accumulate_mm::<SUB, 2>(
+                    [[&group[0], &group[1]], [&group[2], &group[3]]],
+                    4,
+                    panels,
+                    p,
+                    b,
+                    o,
+                    stride,
+                ),
+                _ => accumulate_mm::<SUB, 1>([[&group[0], &Unpacked::ZERO]], 1, panels, p, b, o, stride),
             }
         }
-        for q in 0..4 {
-            let o = out.add(i * stride + 4 * q);
-            let d = vmulq_n_f32(yd[q], rows[i].d);
-            let m = vmulq_n_f32(yd[q], rows[i].m);
-            let acc = vfmaq_f32(vld1q_f32(o), d, vcvtq_f32_s32(first[i][q]));
-            vst1q_f32(o, vfmsq_f32(acc, m, vcvtq_f32_s32(second[q])));
+    });
+}
+
+/// Adds block `b` of `RP` pairs of rows (the first `stored` rows stored) times panel `p` to
+/// `out[i * stride + t]`.
+#[target_feature(enable = "dotprod,i8mm")]
+#[inline]
+#[allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+unsafe fn accumulate_mm<const SUB: usize, const RP: usize>(
+    pairs: [[&Unpacked; 2]; RP],
+    stored: usize,
+    panels: &Panels,
+    p: usize,
+    b: usize,
+    out: *mut f32,
+    stride: usize,
+) {
+    debug_assert!(p < panels.panels && stored <= 2 * RP);
+    let at = p * panels.blocks + b;
+    // Four bytes per token per group, the panel's 16 tokens side by side.
+    let codes = panels.codes.as_ptr().add(at * 64 * PANEL) as *const i32;
+    let (sums, yd) = (sums_of::<SUB>(panels, at), scales_of(panels, at));
+    for half in 0..2 {
+        // Per pair of rows and pair of tokens: lanes (row 0, token 0), (0, 1), (1, 0), (1, 1).
+        let mut first = [[vdupq_n_s32(0); 4]; RP];
+        for s in 0..QK_K / SUB {
+            let mut raw = [[vdupq_n_s32(0); 4]; RP];
+            for e in s * SUB / 8..(s + 1) * SUB / 8 {
+                // Bytes 8e..8e+8 of the half's tokens: groups 2e and 2e+1, zipped into pairs of
+                // tokens (8 bytes each).
+                let at_group = |g: usize, k: usize| vld1q_s32(codes.add(g * PANEL + 8 * half + 4 * k));
+                let (low, high) =
+                    ([at_group(2 * e, 0), at_group(2 * e, 1)], [at_group(2 * e + 1, 0), at_group(2 * e + 1, 1)]);
+                let y = [
+                    vzip1q_s32(low[0], high[0]),
+                    vzip2q_s32(low[0], high[0]),
+                    vzip1q_s32(low[1], high[1]),
+                    vzip2q_s32(low[1], high[1]),
+                ]
+                .map(|v| vreinterpretq_s8_s32(v));
+                for r in 0..RP {
+                    let weights = |i: usize| vld1_s8(pairs[r][i].weights.as_ptr().add(8 * e) as *const i8);
+                    let w = vcombine_s8(weights(0), weights(1));
+                    for k in 0..4 {
+                        raw[r][k] = smmla(raw[r][k], w, y[k]);
+                    }
+                }
+            }
+            for r in 0..RP {
+                let scales = vcombine_s32(vdup_n_s32(pairs[r][0].scales[s]), vdup_n_s32(pairs[r][1].scales[s]));
+                for k in 0..4 {
+                    first[r][k] = vmlaq_s32(first[r][k], raw[r][k], scales);
+                }
+            }
         }
+        for r in 0..RP {
+            for (i, row) in pairs[r].iter().enumerate().take(stored - 2 * r) {
+                for q in 0..2 {
+                    // Tokens 4q..4q+4 of the half: the row's lanes of two pairs of tokens.
+                    let (a, c) = (vreinterpretq_s64_s32(first[r][2 * q]), vreinterpretq_s64_s32(first[r][2 * q + 1]));
+                    let mine = vreinterpretq_s32_s64(if i == 0 { vzip1q_s64(a, c) } else { vzip2q_s64(a, c) });
+                    let quarter = 2 * half + q;
+                    let o = out.add((2 * r + i) * stride + 4 * quarter);
+                    finish(o, row, yd[quarter], mine, second::<SUB>(row, sums, quarter));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::block::{unpack_q4k, unpack_q6k};
+    use super::super::{bytes_of, q4k, q6k, quantize_q8k, Tiles};
+    use super::*;
+    use candle_core::quantized::k_quants::{BlockQ4K, BlockQ6K, GgmlType};
+    use quire_simd::KernelSet;
+
+    /// Each ARM panel kernel this CPU runs (dot products; i8mm where it has it) gives the plain
+    /// tiles' bits, for 7 rows (groups of four and two, then a row alone) and 37 tokens (two
+    /// panels and a part one whose empty lanes are dropped).
+    fn agree<T: GgmlType<VecDotType = BlockQ8K>, const SUB: usize>(
+        unpack: fn(&[u8], usize, &mut Unpacked),
+        tiles: &Tiles,
+    ) {
+        let (rows, cols, m, lanes) = (7, 4 * 256, 37, 48);
+        let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 300.0).collect();
+        let x: Vec<f32> = (0..m * cols).map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0).collect();
+        let mut blocks = vec![T::zeros(); rows * cols / 256];
+        T::from_float(&w, &mut blocks);
+        let row_bytes = cols / 256 * std::mem::size_of::<T>();
+        let bytes = bytes_of(&blocks);
+        let row = |i: usize| &bytes[i * row_bytes..(i + 1) * row_bytes];
+        let mut tokens = vec![vec![BlockQ8K::zeros(); cols / 256]; m];
+        for (t, token) in tokens.iter_mut().enumerate() {
+            quantize_q8k(&x[t * cols..(t + 1) * cols], token);
+        }
+        let token_bytes: Vec<&[u8]> = tokens.iter().map(|t| bytes_of(t)).collect();
+        let panels = Panels::new(&token_bytes, cols / 256, lanes);
+        let unpack_row = |i: usize, b: usize, u: &mut Unpacked| unpack(row(i), b, u);
+        type Kernel<'a> = Box<dyn Fn(&mut [f32]) + 'a>;
+        let mut kernels: Vec<(&str, Kernel)> = Vec::new();
+        let runnable = KernelSet::runnable();
+        if runnable.contains(&KernelSet::NeonDotprod) {
+            kernels.push((
+                "dot product panels",
+                Box::new(|out: &mut [f32]| unsafe {
+                    panel_matmul::<SUB>(rows, cols / 256, unpack_row, &panels, out, lanes)
+                }),
+            ));
+        }
+        if runnable.contains(&KernelSet::NeonI8mm) {
+            kernels.push((
+                "i8mm panels",
+                Box::new(|out: &mut [f32]| unsafe {
+                    panel_matmul_i8mm::<SUB>(rows, cols / 256, unpack_row, &panels, out, lanes)
+                }),
+            ));
+        }
+        println!("{:?}: {} panel kernels on this CPU", T::DTYPE, kernels.len());
+        for (name, kernel) in kernels {
+            let mut out = vec![f32::NAN; rows * lanes];
+            kernel(&mut out);
+            for r in 0..rows {
+                for t in 0..m {
+                    let mut want = [0f32];
+                    (tiles.portable)(row(r), &[&tokens[t]], &mut want);
+                    assert_eq!(out[r * lanes + t].to_bits(), want[0].to_bits(), "{name}: row {r} token {t}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn q4k_panels_give_the_plain_kernels_bits() {
+        agree::<BlockQ4K, 32>(unpack_q4k, &q4k::TILES);
+    }
+
+    #[test]
+    fn q6k_panels_give_the_plain_kernels_bits() {
+        agree::<BlockQ6K, 16>(unpack_q6k, &q6k::TILES);
     }
 }
