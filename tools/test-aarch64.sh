@@ -3,14 +3,17 @@
 # (Debian's cross linker) and runs it under qemu's user-mode emulation, failing on any
 # difference from this machine's x86-64 results.
 #
-#   1. The kernel tests (decoder tiles, attention, softmax, the embedder's int8 layers: each
-#      set against the plain arithmetic and the bits recorded on x86-64) under three CPU
-#      models: `max` (dot products and i8mm), `neoverse-n1` (dot products, no i8mm) and
-#      `cortex-a72` (NEON alone); each must pick the kernel set it is expected to.
-#   2. The decoder's exactness tests and the embedder's reference tests under `max`.
-#   3. The command line's fast scenario under `max` against the x86-64 build on the same
-#      documents and models: ingest, list, search in all three modes, ask with the tiny model
-#      and with the 0.5B Qwen (Q4_K/Q6_K: the NEON tiles), the same bytes out.
+#   1. The kernel tests (decoder tiles and panels, attention, softmax, SiLU, `smmla` and `sdot`
+#      against their definitions, the embedder's int8 layers: each set against the plain
+#      arithmetic and the bits recorded on x86-64) under three CPU models: `max` (dot products
+#      and i8mm), `neoverse-n1` (dot products, no i8mm) and `cortex-a72` (NEON alone); each
+#      must pick the kernel set it is expected to.
+#   2. The decoder's exactness tests and the embedder's reference tests under `max` and
+#      `neoverse-n1` (the i8mm panels, then the dot-product ones).
+#   3. The command line's fast scenario under `max` and `neoverse-n1` against the x86-64 build
+#      on the same documents and models: ingest, list, search in all three modes, ask with the
+#      tiny model and with the 0.5B Qwen (Q4_K/Q6_K: the NEON tiles and panels), the same bytes
+#      out.
 #
 # Speed under emulation means nothing (BENCHMARKS.md estimates ARM's on paper). The app is not
 # built: its WebKitGTK for ARM is not installed here. Needs the x86-64 build (scripts/setup.sh)
@@ -25,32 +28,38 @@ rustup target list --installed | grep -qx "$TARGET" || rustup target add "$TARGE
 need=()
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu)
 command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
+# The keychain's D-Bus library for ARM (Debian's multiarch: the build links it, qemu loads it).
+[ -f /usr/lib/aarch64-linux-gnu/pkgconfig/dbus-1.pc ] || need+=(libdbus-1-dev:arm64)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
 fi
-# C and C++ of the -sys crates, for the target.
+# C and C++ of the -sys crates, for the target, and pkg-config looking at ARM's libraries.
 export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++
 export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
+export PKG_CONFIG_ALLOW_CROSS=1 PKG_CONFIG_PATH_aarch64_unknown_linux_gnu=/usr/lib/aarch64-linux-gnu/pkgconfig
 build=(--release --workspace --exclude quire-app --target "$TARGET")
 cargo build "${build[@]}"
 cargo test "${build[@]}" --no-run
 
 runner() { echo "qemu-aarch64-static -L $SYSROOT -cpu $1"; }
 failed=0
-for model in "max:NEON dotprod" "neoverse-n1:NEON dotprod" "cortex-a72:NEON"; do
+for model in "max:NEON i8mm" "neoverse-n1:NEON dotprod" "cortex-a72:NEON"; do
   cpu=${model%%:*} expected=${model#*:}
   echo "--- kernel tests, qemu -cpu $cpu"
   out=$(CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$(runner "$cpu")" \
-    cargo test "${build[@]}" --lib -- kernels attention softmax int8 weights --nocapture 2>&1) || { echo "$out" | tail -n 40; failed=1; }
+    cargo test "${build[@]}" --lib -- kernels attention softmax silu int8 weights integer_products --nocapture 2>&1) || { echo "$out" | tail -n 40; failed=1; }
   echo "$out" | grep -E "^test result|kernels in use" | sort | uniq -c
   echo "$out" | grep -q "kernels in use: $expected\$" || { echo "expected the $expected kernels on $cpu"; failed=1; }
 done
 
-echo "--- the decoder's exactness and the embedder's reference tests, qemu -cpu max"
-CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$(runner max)" \
-  cargo test "${build[@]}" --test decoder --test reference -- --skip speed --skip sampling || failed=1
+for cpu in max neoverse-n1; do
+  echo "--- the decoder's exactness and the embedder's reference tests, qemu -cpu $cpu"
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$(runner "$cpu")" \
+    cargo test "${build[@]}" --test decoder --test reference -- --skip speed --skip sampling || failed=1
+done
 
 X86="${X86_QUIRE:-$CARGO_TARGET_DIR/release/quire}"
 ARM="$CARGO_TARGET_DIR/$TARGET/release/quire"
@@ -66,11 +75,11 @@ side() {
   if [ "$which" = x86 ]; then
     QUIRE_HOME="$work/home-x86" "$X86" "$@"
   else
-    QUIRE_HOME="$work/home-arm" qemu-aarch64-static -L "$SYSROOT" -cpu max "$ARM" "$@"
+    QUIRE_HOME="$work/home-$which" qemu-aarch64-static -L "$SYSROOT" -cpu "${which#arm-}" "$ARM" "$@"
   fi
 }
 answer() { python3 tools/answer_summary.py; }
-for which in x86 arm; do
+for which in x86 arm-max arm-neoverse-n1; do
   out="$work/out-$which"
   mkdir -p "$out"
   start=$(date +%s)
@@ -85,8 +94,10 @@ for which in x86 arm; do
     "What does the notify crate do?" | answer >"$out/ask-qwen"
   echo "$which: $(( $(date +%s) - start )) s for the scenario"
 done
-for f in ingest list search-dense search-bm25 search-hybrid ask-tiny ask-qwen; do
-  if diff -u "$work/out-x86/$f" "$work/out-arm/$f"; then echo "same: $f"; else echo "DIFFERENT: $f"; failed=1; fi
+for arm in arm-max arm-neoverse-n1; do
+  for f in ingest list search-dense search-bm25 search-hybrid ask-tiny ask-qwen; do
+    if diff -u "$work/out-x86/$f" "$work/out-$arm/$f"; then echo "same on $arm: $f"; else echo "DIFFERENT on $arm: $f"; failed=1; fi
+  done
 done
 echo "--- x86-64's answers:"
 cat "$work/out-x86/ask-tiny" "$work/out-x86/ask-qwen"

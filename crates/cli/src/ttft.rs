@@ -139,13 +139,21 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     match args.llama_bench.or_else(built_llama_bench) {
         Some(bench) => {
             let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-            let llama = llama_cpp_prompt_rate(&bench, &model_path, prompt, threads)?;
+            let configurations = llama_cpp_prompt_rates(&bench, &model_path, prompt, threads)?;
+            println!("\nllama.cpp's configurations (llama-bench, {} runs each):", LLAMA_RUNS);
+            for (configuration, rate) in &configurations {
+                println!("  {configuration:<26} {rate:>7.1} tokens/s");
+            }
+            let llama = configurations.iter().map(|(_, rate)| *rate).fold(0.0, f64::max);
             println!("\nprompt processing, {prompt} tokens, {threads} threads, same GGUF file:");
             println!(
                 "  Quire (fresh questions)  {quire_rate:>7.1} tokens/s   first token after {:>5.2} s",
                 mean(0, |f| f.ttft.as_secs_f64())
             );
-            println!("  llama.cpp llama-bench    {llama:>7.1} tokens/s   (the prompt alone: {:.2} s)", prompt as f64 / llama);
+            println!(
+                "  llama.cpp, its best      {llama:>7.1} tokens/s   (the prompt alone: {:.2} s)",
+                prompt as f64 / llama
+            );
             println!("  ratio Quire / llama.cpp  {:>7.2}", quire_rate / llama);
         }
         None => println!("\n(no llama-bench to compare with: build it with `bash tools/build-llama-bench.sh`, or pass --llama-bench)"),
@@ -162,17 +170,24 @@ fn built_llama_bench() -> Option<PathBuf> {
     bin.is_file().then_some(bin)
 }
 
-/// llama.cpp's prompt processing rate (tokens/s, mean of 3 runs) on `prompt` tokens.
-fn llama_cpp_prompt_rate(
+/// Runs of llama-bench per configuration (it reports their mean).
+const LLAMA_RUNS: usize = 3;
+
+/// llama.cpp's prompt processing rate (tokens/s, mean of `LLAMA_RUNS` runs) on `prompt` tokens
+/// in each configuration that changes it on a CPU: flash attention on and off, weights repacked
+/// for its CPU kernels or not (which is faster depends on the CPU and the model). The ratio is
+/// taken against the best.
+fn llama_cpp_prompt_rates(
     bench: &std::path::Path,
     model: &std::path::Path,
     prompt: usize,
     threads: usize,
-) -> Result<f64> {
+) -> Result<Vec<(String, f64)>> {
     let output = std::process::Command::new(bench)
         .arg("-m")
         .arg(model)
-        .args(["-p", &prompt.to_string(), "-n", "0", "-t", &threads.to_string(), "-r", "3", "-o", "json"])
+        .args(["-p", &prompt.to_string(), "-n", "0", "-t", &threads.to_string()])
+        .args(["-r", &LLAMA_RUNS.to_string(), "-fa", "on,off", "--repack", "0,1", "-o", "json"])
         .output()
         .with_context(|| format!("cannot run {}", bench.display()))?;
     anyhow::ensure!(
@@ -183,10 +198,22 @@ fn llama_cpp_prompt_rate(
     );
     let runs: Vec<serde_json::Value> =
         serde_json::from_slice(&output.stdout).context("llama-bench's JSON output did not parse")?;
-    runs.iter()
-        .find(|r| r["n_prompt"].as_u64() == Some(prompt as u64) && r["n_gen"].as_u64() == Some(0))
-        .and_then(|r| r["avg_ts"].as_f64())
-        .context("llama-bench reported no prompt-processing run")
+    let rates: Vec<(String, f64)> = runs
+        .iter()
+        .filter(|r| r["n_prompt"].as_u64() == Some(prompt as u64) && r["n_gen"].as_u64() == Some(0))
+        .filter_map(|r| {
+            // llama-bench writes flash attention as a number (1 on, 0 off) and repack as a bool.
+            let flash = match r["flash_attn"].as_i64() {
+                Some(1) => "on",
+                Some(0) => "off",
+                _ => "?",
+            };
+            let repack = r["repack"].as_bool().map_or("?", |on| if on { "1" } else { "0" });
+            Some((format!("-fa {flash} --repack {repack}"), r["avg_ts"].as_f64()?))
+        })
+        .collect();
+    anyhow::ensure!(!rates.is_empty(), "llama-bench reported no prompt-processing run");
+    Ok(rates)
 }
 
 fn run_one(decoder: &Decoder, request: &GenerationRequest, speculation: &Speculation) -> Result<Decoded> {

@@ -153,6 +153,29 @@ pub fn softmax(row: &mut [f32]) {
     plain::softmax(row)
 }
 
+/// `gate[i] = gate[i] / (1 + e^-gate[i]) * up[i]`: the SiLU of the gate times the up
+/// projection (the decoder's feed-forward layers), its exponential `plain::exp_clamped`'s, 8
+/// or 4 values per instruction where the CPU has vectors: the same bits on every CPU and OS.
+pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    assert_eq!(gate.len(), up.len(), "the gate and up projections are as long");
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    let done = {
+        // SAFETY: the build targets AVX2 and FMA; the lengths are equal.
+        unsafe { avx2::silu_mul(gate, up) }
+    };
+    #[cfg(target_arch = "aarch64")]
+    let done = {
+        // SAFETY: NEON is part of every aarch64 CPU; the lengths are equal.
+        unsafe { neon::silu_mul(gate, up) }
+    };
+    #[cfg(not(any(
+        all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"),
+        target_arch = "aarch64"
+    )))]
+    let done = 0;
+    plain::silu_mul(&mut gate[done..], &up[done..]);
+}
+
 /// The softmax one value at a time, each step the one the AVX2 form takes in each of its 8
 /// lanes: the exponential's polynomial with fused multiply-adds, the sum in 8 running sums
 /// (value i into sum i mod 8, the tail last) added in `avx2::hsum`'s order. Any CPU gets the
@@ -178,6 +201,13 @@ pub mod plain {
     /// glibc and Windows'.
     pub fn exp_clamped(x: f32) -> f32 {
         exp(x.min(88.0))
+    }
+
+    /// `silu_mul` one value at a time.
+    pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+        for (g, u) in gate.iter_mut().zip(up) {
+            *g = *g / (1.0 + exp_clamped(-*g)) * u;
+        }
     }
 
     /// The sum of 8 lanes in `avx2::hsum`'s order.
@@ -275,6 +305,24 @@ pub mod neon {
         vmulq_f32(y, vreinterpretq_f32_s32(two_n))
     }
 
+    /// `silu_mul` for the whole vectors of 4 values; returns how many it did (the caller does
+    /// the rest with `plain::silu_mul`).
+    ///
+    /// # Safety
+    /// `up` must be as long as `gate`.
+    pub unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) -> usize {
+        let whole = gate.len() / 4 * 4;
+        let (g, u) = (gate.as_mut_ptr(), up.as_ptr());
+        for c in (0..whole).step_by(4) {
+            let x = vld1q_f32(g.add(c));
+            // `exp_clamped(-x)`: `f32::min` keeps 88 against a NaN, as `vminnmq` does.
+            let e = exp(vminnmq_f32(vnegq_f32(x), vdupq_n_f32(88.0)));
+            let silu = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0), e));
+            vst1q_f32(g.add(c), vmulq_f32(silu, vld1q_f32(u.add(c))));
+        }
+        whole
+    }
+
     /// `row` becomes its softmax.
     ///
     /// # Safety
@@ -344,6 +392,26 @@ pub mod avx2 {
         let y = _mm256_add_ps(_mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
         let two_n = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)));
         _mm256_mul_ps(y, _mm256_castsi256_ps(two_n))
+    }
+
+    /// `silu_mul` for the whole vectors of 8 values; returns how many it did (the caller does
+    /// the rest with `plain::silu_mul`).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA (the build baseline); `up` must be as long as `gate`.
+    pub unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) -> usize {
+        let whole = gate.len() / 8 * 8;
+        let (g, u) = (gate.as_mut_ptr(), up.as_ptr());
+        for c in (0..whole).step_by(8) {
+            let x = _mm256_loadu_ps(g.add(c));
+            // `exp_clamped(-x)`: `minps` gives its second operand (88) against a NaN, as
+            // `f32::min` does.
+            let minus = _mm256_xor_ps(x, _mm256_set1_ps(-0.0));
+            let e = exp(_mm256_min_ps(minus, _mm256_set1_ps(88.0)));
+            let silu = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0), e));
+            _mm256_storeu_ps(g.add(c), _mm256_mul_ps(silu, _mm256_loadu_ps(u.add(c))));
+        }
+        whole
     }
 
     /// `row` becomes its softmax, 8 values per instruction.
@@ -555,6 +623,27 @@ mod tests {
             let want: [i32; 4] = std::array::from_fn(|l| acc[l] + dot(&a[4 * l..4 * l + 4], &b[8..12]));
             assert_eq!(lanes(unsafe { sdot_lane2(vacc, va, vb) }), want);
         }
+    }
+
+    /// The vector SiLU gives the plain one's bits (tails of every length included), and those
+    /// are the bits recorded on x86-64 (2026-12-04).
+    #[test]
+    fn the_silu_gives_the_same_bits_on_every_cpu() {
+        let mut digest = 0xcbf29ce484222325u64;
+        for n in [1, 3, 4, 7, 8, 9, 31, 1000] {
+            let gate: Vec<f32> = (0..n).map(|i| ((i * 7919 % 2003) as f32 - 1000.0) / 9.0).collect();
+            let up: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+            let (mut fast, mut reference) = (gate.clone(), gate.clone());
+            silu_mul(&mut fast, &up);
+            plain::silu_mul(&mut reference, &up);
+            for (i, (&f, &r)) in fast.iter().zip(&reference).enumerate() {
+                assert_eq!(f.to_bits(), r.to_bits(), "n {n} i {i}: {f} vs {r}");
+                let want = gate[i] as f64 / (1.0 + (-gate[i] as f64).exp()) * up[i] as f64;
+                assert!((f as f64 - want).abs() <= 1e-6 * want.abs().max(1e-3), "n {n} i {i}: {f} vs {want}");
+                digest = (digest ^ f.to_bits() as u64).wrapping_mul(0x100000001b3);
+            }
+        }
+        assert_eq!(digest, 7869501711864209868, "the SiLU's bits differ from x86-64's");
     }
 
     /// The AVX-512 form against the same formula, where the CPU has it (on others only the

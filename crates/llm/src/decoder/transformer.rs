@@ -367,13 +367,9 @@ impl Transformer {
             rms_norm(&x, &layer.ffn_norm, c.norm_eps, &mut normed);
             layer.gate.matmul(&normed, m, &mut gate);
             layer.up.matmul(&normed, m, &mut up);
-            gate.par_chunks_mut(ffn).zip(up.par_chunks(ffn)).for_each(|(gate, up)| {
-                for (g, u) in gate.iter_mut().zip(up) {
-                    // SiLU: `exp_clamped` rather than libm's `expf`, which gives other bits on
-                    // Windows than on Linux.
-                    *g = *g / (1.0 + quire_simd::plain::exp_clamped(-*g)) * u;
-                }
-            });
+            // SiLU by `quire_simd`'s exponential rather than libm's `expf`, which gives other
+            // bits on Windows than on Linux.
+            gate.par_chunks_mut(ffn).zip(up.par_chunks(ffn)).for_each(|(gate, up)| quire_simd::silu_mul(gate, up));
             layer.down.matmul(&gate, m, &mut proj);
             for (xi, pi) in x.iter_mut().zip(&proj) {
                 *xi += pi;

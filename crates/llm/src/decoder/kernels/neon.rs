@@ -9,7 +9,7 @@
 use super::block::{
     canonical, f16_at, q4k_scales_and_mins, Unpacked, Q4K_BYTES, Q6K_BYTES, Q6K_D, Q6K_HIGH, Q6K_SCALES,
 };
-use super::panels::{each_block, Panels, PANEL};
+use super::panels::{each_block, Layout, Panels, PANEL};
 use super::{token_bytes, Q8K_BYTES, QK_K, TILE};
 use candle_core::quantized::k_quants::BlockQ8K;
 use quire_simd::neon::{sdot_lane, smmla};
@@ -192,7 +192,7 @@ pub unsafe fn panel_matmul<const SUB: usize>(
     out: &mut [f32],
     stride: usize,
 ) {
-    each_block(rows, blocks, unpack, panels, out, stride, 1, PANEL_ROWS, |group, p, _, b, o| {
+    each_block(rows, blocks, unpack, panels, Layout::Groups, out, stride, 1, PANEL_ROWS, |group, p, _, b, o| {
         // SAFETY: the CPU has dot products (this function's contract); `each_block` hands out
         // panel p's place in row `group[0]`'s output.
         unsafe {
@@ -301,13 +301,15 @@ unsafe fn finish(o: *mut f32, row: &Unpacked, yd: float32x4_t, first: int32x4_t,
 
 /// Weight rows multiplied with a panel at once by `smmla`: two pairs of rows, half a panel (8
 /// tokens, 4 pairs) at a time: 8 sums of the sub-block and 8 of the block, 4 vectors of
-/// tokens and 2 of weights, 22 of the 32 registers.
+/// tokens and 2 of weights, 22 of the 32 registers. Per 8 positions: 8 `smmla`, 4 loads of
+/// tokens, 4 of weights and 2 moves that pair them.
 const MM_ROWS: usize = 4;
 
 /// The panels on ARM with int8 matrix multiplies: as `panel_matmul`, but each `smmla`
 /// multiplies 8 weights of two rows with the same 8 positions of two tokens (a 2×8 by 8×2
-/// product), twice the work of an `sdot` by element. Every block ends in `canonical`'s two
-/// fused multiply-adds, as every kernel does.
+/// product), twice the work of an `sdot` by element; the panels laid out in pairs of tokens
+/// (`Layout::TokenPairs`). Every block ends in `canonical`'s two fused multiply-adds, as every
+/// kernel does.
 ///
 /// # Safety
 /// The CPU must have the dot product and int8 matrix multiply extensions.
@@ -320,7 +322,7 @@ pub unsafe fn panel_matmul_i8mm<const SUB: usize>(
     out: &mut [f32],
     stride: usize,
 ) {
-    each_block(rows, blocks, unpack, panels, out, stride, 1, MM_ROWS, |group, p, _, b, o| {
+    each_block(rows, blocks, unpack, panels, Layout::TokenPairs, out, stride, 1, MM_ROWS, |group, p, _, b, o| {
         // SAFETY: the CPU has i8mm (this function's contract); `each_block` hands out panel
         // p's place in row `group[0]`'s output. A last row alone goes with a row of zeros,
         // whose results are not stored.
@@ -357,8 +359,8 @@ unsafe fn accumulate_mm<const SUB: usize, const RP: usize>(
 ) {
     debug_assert!(p < panels.panels && stored <= 2 * RP);
     let at = p * panels.blocks + b;
-    // Four bytes per token per group, the panel's 16 tokens side by side.
-    let codes = panels.codes.as_ptr().add(at * 64 * PANEL) as *const i32;
+    // Per 8 positions, 8 pairs of tokens of 16 bytes.
+    let codes = panels.codes.as_ptr().add(at * 64 * PANEL) as *const i8;
     let (sums, yd) = (sums_of::<SUB>(panels, at), scales_of(panels, at));
     for half in 0..2 {
         // Per pair of rows and pair of tokens: lanes (row 0, token 0), (0, 1), (1, 0), (1, 1).
@@ -366,18 +368,8 @@ unsafe fn accumulate_mm<const SUB: usize, const RP: usize>(
         for s in 0..QK_K / SUB {
             let mut raw = [[vdupq_n_s32(0); 4]; RP];
             for e in s * SUB / 8..(s + 1) * SUB / 8 {
-                // Bytes 8e..8e+8 of the half's tokens: groups 2e and 2e+1, zipped into pairs of
-                // tokens (8 bytes each).
-                let at_group = |g: usize, k: usize| vld1q_s32(codes.add(g * PANEL + 8 * half + 4 * k));
-                let (low, high) =
-                    ([at_group(2 * e, 0), at_group(2 * e, 1)], [at_group(2 * e + 1, 0), at_group(2 * e + 1, 1)]);
-                let y = [
-                    vzip1q_s32(low[0], high[0]),
-                    vzip2q_s32(low[0], high[0]),
-                    vzip1q_s32(low[1], high[1]),
-                    vzip2q_s32(low[1], high[1]),
-                ]
-                .map(|v| vreinterpretq_s8_s32(v));
+                // Bytes 8e..8e+8 of the half's 4 pairs of tokens.
+                let y = [0, 1, 2, 3].map(|k| vld1q_s8(codes.add((e * 8 + 4 * half + k) * 16)));
                 for r in 0..RP {
                     let weights = |i: usize| vld1_s8(pairs[r][i].weights.as_ptr().add(8 * e) as *const i8);
                     let w = vcombine_s8(weights(0), weights(1));
@@ -436,7 +428,8 @@ mod tests {
             quantize_q8k(&x[t * cols..(t + 1) * cols], token);
         }
         let token_bytes: Vec<&[u8]> = tokens.iter().map(|t| bytes_of(t)).collect();
-        let panels = Panels::new(&token_bytes, cols / 256, lanes);
+        let groups = Panels::laid_out(&token_bytes, cols / 256, lanes, Layout::Groups);
+        let pairs = Panels::laid_out(&token_bytes, cols / 256, lanes, Layout::TokenPairs);
         let unpack_row = |i: usize, b: usize, u: &mut Unpacked| unpack(row(i), b, u);
         type Kernel<'a> = Box<dyn Fn(&mut [f32]) + 'a>;
         let mut kernels: Vec<(&str, Kernel)> = Vec::new();
@@ -445,7 +438,7 @@ mod tests {
             kernels.push((
                 "dot product panels",
                 Box::new(|out: &mut [f32]| unsafe {
-                    panel_matmul::<SUB>(rows, cols / 256, unpack_row, &panels, out, lanes)
+                    panel_matmul::<SUB>(rows, cols / 256, unpack_row, &groups, out, lanes)
                 }),
             ));
         }
@@ -453,7 +446,7 @@ mod tests {
             kernels.push((
                 "i8mm panels",
                 Box::new(|out: &mut [f32]| unsafe {
-                    panel_matmul_i8mm::<SUB>(rows, cols / 256, unpack_row, &panels, out, lanes)
+                    panel_matmul_i8mm::<SUB>(rows, cols / 256, unpack_row, &pairs, out, lanes)
                 }),
             ));
         }

@@ -11,7 +11,7 @@
 //! batch went through panels or tiles, nor on what else was in it.
 
 pub use super::block::Unpacked;
-use super::panels::each_block;
+use super::panels::{each_block, Layout};
 pub use super::panels::{Panels, PANEL};
 use super::Q8K_BYTES;
 use std::arch::x86_64::*;
@@ -54,7 +54,7 @@ unsafe fn matmul_grouped<const SUB: usize, const GROUP: usize>(
 ) {
     // A group of panels' block (14 KB for three) stays in cache while every row of the task
     // meets it.
-    each_block(rows, blocks, unpack, panels, out, stride, GROUP, ROWS, |group, p, count, b, o| {
+    each_block(rows, blocks, unpack, panels, Layout::Groups, out, stride, GROUP, ROWS, |group, p, count, b, o| {
         // SAFETY: the CPU has AVX-512 F/BW/VNNI (this function's contract); `each_block` hands
         // out panel p's place in row `group[0]`'s output.
         unsafe {

@@ -10,7 +10,7 @@
 //! was batched.
 
 use super::block::Unpacked;
-use super::panels::{each_block, Panels, PANEL};
+use super::panels::{each_block, Layout, Panels, PANEL};
 use std::arch::x86_64::*;
 
 /// Weight rows multiplied with a panel at once (they share each load of its tokens).
@@ -27,7 +27,7 @@ pub fn matmul<const SUB: usize>(
     out: &mut [f32],
     stride: usize,
 ) {
-    each_block(rows, blocks, unpack, panels, out, stride, 1, ROWS, |group, p, _, b, o| {
+    each_block(rows, blocks, unpack, panels, Layout::Groups, out, stride, 1, ROWS, |group, p, _, b, o| {
         // SAFETY: the build targets AVX2 and FMA; `each_block` hands out panel p's place in row
         // `group[0]`'s output.
         unsafe {

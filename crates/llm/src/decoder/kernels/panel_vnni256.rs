@@ -11,7 +11,7 @@
 //! `canonical`'s two fused multiply-adds.
 
 use super::block::Unpacked;
-use super::panels::{each_block, Panels, PANEL};
+use super::panels::{each_block, Layout, Panels, PANEL};
 
 /// Weight rows multiplied with a panel at once: 3 rows × 2 halves × 2 sums (the sub-block's
 /// and the block's), 2 token vectors and a broadcast fill 15 of the 16 registers.
@@ -37,16 +37,27 @@ macro_rules! panels {
                 out: &mut [f32],
                 stride: usize,
             ) {
-                super::each_block(rows, blocks, unpack, panels, out, stride, 1, ROWS, |group, p, _, b, o| {
-                    // SAFETY: this function's features; `each_block` hands out panel p's place
-                    // in row `group[0]`'s output.
-                    unsafe {
-                        match group.len() {
-                            ROWS => accumulate::<SUB, ROWS>(group, panels, p, b, o, stride),
-                            _ => accumulate::<SUB, 1>(group, panels, p, b, o, stride),
+                super::each_block(
+                    rows,
+                    blocks,
+                    unpack,
+                    panels,
+                    super::Layout::Groups,
+                    out,
+                    stride,
+                    1,
+                    ROWS,
+                    |group, p, _, b, o| {
+                        // SAFETY: this function's features; `each_block` hands out panel p's place
+                        // in row `group[0]`'s output.
+                        unsafe {
+                            match group.len() {
+                                ROWS => accumulate::<SUB, ROWS>(group, panels, p, b, o, stride),
+                                _ => accumulate::<SUB, 1>(group, panels, p, b, o, stride),
+                            }
                         }
-                    }
-                });
+                    },
+                );
             }
 
             /// Adds block `b` of `R` rows times panel `p` to `out[i * stride + t]`, by
