@@ -256,6 +256,22 @@ impl App {
         });
     }
 
+    /// The app's own process (not WebKit's), found by its executable and this app's home.
+    fn app_pid(&self) -> u32 {
+        let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_quire-app")).unwrap();
+        let home = format!("QUIRE_HOME={}", self.home.path().display());
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .find(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe)
+                    && std::fs::read(format!("/proc/{pid}/environ"))
+                        .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == home.as_bytes()))
+            })
+            .expect("the app's process")
+    }
+
     fn bytes(&self, css: &str) -> u64 {
         self.attr(css, "data-bytes").and_then(|v| v.parse().ok()).unwrap_or(0)
     }
@@ -455,7 +471,9 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     let first_pane = pane(&app);
     eprintln!("sources pane, first answer: {first_pane:?}");
     assert_eq!(first_pane.len(), 3, "the 3 passages read: {first_pane:?}");
-    assert!(first_pane.iter().any(|p| p.ends_with("cited=true")), "{first_pane:?}");
+    // The cited passages first (the one the answer rests on at the top), then the others.
+    let cited = first_pane.iter().take_while(|p| p.ends_with("cited=true")).count();
+    assert!(cited >= 1 && first_pane[cited..].iter().all(|p| p.ends_with("cited=false")), "{first_pane:?}");
     // "Open document" on a PDF passage opens the default viewer at the passage's page, and says so.
     let (pdf, page) = app
         .js(
@@ -498,6 +516,15 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     // before it, it reads that question's document.
     assert_eq!(app.attr("#thread-bar", "hidden"), None, "the thread is shown");
     assert!(app.text("#thread-note").contains("follows from the 2 answers above"), "{}", app.text("#thread-note"));
+    // The newest answer's markers are in view, not under the thread bar.
+    let hidden = app.js(
+        "const c = document.getElementById('conversation').getBoundingClientRect(); \
+         const ms = [...document.querySelectorAll('.exchange:last-child .citation-marker')]; \
+         return ms.length === 0 ? 'no markers' : ms.filter(m => { const r = m.getBoundingClientRect(); \
+           return r.top < c.top || r.bottom > c.bottom + 1; }).length;",
+        json!([]),
+    );
+    assert_eq!(hidden, json!(0), "the newest answer's markers out of view");
     app.ask("What input file does it need?", Duration::from_secs(400));
     assert_eq!(app.attr(".exchange:last-child", "data-follows").as_deref(), Some("2"));
     let follow_pane = pane(&app);
@@ -521,6 +548,16 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     for jargon in ["RSS", "KV", "target", "draft"] {
         assert!(!panel.contains(jargon), "{jargon:?} in the memory panel: {panel}");
     }
+    // The details' figures sit inside the panel (before, their cells ran past its right edge).
+    let outside = app.js(
+        "const d = document.querySelector('#memory .mem-details'); d.open = true; \
+         const edge = document.getElementById('memory').getBoundingClientRect().right; \
+         const out = [...d.querySelectorAll('th, td')].filter(c => c.getBoundingClientRect().right > edge + 1) \
+           .map(c => c.textContent); \
+         d.open = false; return out;",
+        json!([]),
+    );
+    assert_eq!(outside, json!([]), "memory details past the panel's edge");
     let settings_size = app.js("return document.getElementById('target-model-size').textContent;", json!([]));
     let answer_line = app.text("#memory li[data-role=target]");
     assert!(answer_line.contains(&format!("({})", settings_size.as_str().unwrap())), "{answer_line} / {settings_size}");
@@ -679,6 +716,10 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
         (pane(a) == first_pane).then_some(())
     });
     assert_eq!(app.text("#source-list mark"), marked, "the same quote marked after the restart");
+    // The conversation goes on from the history, and says so (before, the next question silently
+    // began a new one).
+    assert!(app.attr("#thread-bar", "hidden").is_none(), "the thread bar is shown after the restart");
+    assert!(app.text("#thread-note").starts_with("The next question follows from the"), "{}", app.text("#thread-note"));
     app.set_size(800, 600);
     app.screenshot("08-history-after-restart-800x600.png");
 }
@@ -788,6 +829,17 @@ fn watched_folders_are_followed_while_the_app_runs() {
     app.wait_until("a deleted file leaving the library", Duration::from_secs(60), |a| {
         (!library(a).contains("notify-README.md")).then_some(())
     });
+    // Remove asks before it removes: the first click only asks, the second removes.
+    let remove = "#documents button[aria-label='Remove harbour.md']";
+    app.click(remove);
+    assert_eq!(app.text(remove), "Remove?");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(library(&app).contains("harbour.md"), "removed on the first click");
+    app.click(remove);
+    app.wait_until("the document removed on the second click", Duration::from_secs(30), |a| {
+        (!library(a).contains("harbour.md")).then_some(())
+    });
+    assert!(folder.join("harbour.md").exists(), "the file itself stays");
     app.screenshot("10-watched-folder.png");
 }
 
@@ -916,12 +968,17 @@ fn the_ipc_refuses_what_the_ui_was_not_granted_and_nothing_leaves_the_machine() 
 /// On a machine with no keychain the app asks for a passphrase instead, in plain words (the
 /// keychain's own error behind a toggle), typed twice; it keeps the key sealed under it. Once
 /// there is a document it offers a key backup, until one is made. Locking drops the key, a
-/// wrong passphrase is refused and the right one opens again.
+/// wrong passphrase is refused and the right one opens again. A watched folder is followed on
+/// such a library too (it opens locked at every start): what was written into it while locked
+/// is indexed at the unlock, and what is written after, while the app runs.
 #[test]
 fn without_a_keychain_a_passphrase_protects_the_collection() {
     let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
     let no_keychain = [("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")];
-    let mut app = App::start_with_models(smollm2_settings(), &quire_models::models_dir().unwrap(), &no_keychain);
+    let watched = tempfile::tempdir().unwrap();
+    let mut settings = smollm2_settings();
+    settings["watched_folders"] = json!([watched.path()]);
+    let mut app = App::start_with_models(settings, &quire_models::models_dir().unwrap(), &no_keychain);
     let choose =
         |a: &App| a.attr("#lock-screen", "hidden").is_none() && a.attr("#confirm-passphrase-label", "hidden").is_none();
     let reason = app.wait_until("the lock screen asking for a new passphrase", Duration::from_secs(120), |a| {
@@ -1003,6 +1060,14 @@ fn without_a_keychain_a_passphrase_protects_the_collection() {
     });
     assert!(app.attr("#confirm-passphrase-label", "hidden").is_some(), "an existing passphrase is typed once");
     assert_eq!(app.text("#lock-title"), "Quire is locked");
+    // A forgotten passphrase has a way back in on the lock screen itself: a key backup (the
+    // file is picked in the system's dialog, which WebDriver cannot reach).
+    assert!(app.attr("#lock-restore", "hidden").is_none(), "the restore offer on the lock screen");
+    assert!(
+        app.text("#lock-restore summary").contains("Restore from a key backup"),
+        "{}",
+        app.text("#lock-restore summary")
+    );
     app.fill_password("#unlock-passphrase-input", passphrase);
     app.click("#unlock-button");
     app.wait_ready();
@@ -1015,6 +1080,9 @@ fn without_a_keychain_a_passphrase_protects_the_collection() {
         (a.attr("#lock-screen", "hidden").is_none() && a.attr("#unlock-passphrase-label", "hidden").is_none())
             .then_some(())
     });
+    let note =
+        |name: &str, text: &str| std::fs::write(watched.path().join(name), format!("# {name}\n\n{text}\n")).unwrap();
+    note("while-locked.md", "The lighthouse keeper logs the fog horn's hours.");
     app.fill_password("#unlock-passphrase-input", "wrong horse");
     app.click("#unlock-button");
     let error = app.wait_until("the wrong-passphrase error", Duration::from_secs(30), |a| {
@@ -1026,4 +1094,43 @@ fn without_a_keychain_a_passphrase_protects_the_collection() {
     app.click("#unlock-button");
     app.wait_ready();
     assert!(app.attr("#lock-screen", "hidden").is_some(), "unlocked");
+    let library = |a: &App| a.text("#documents");
+    app.wait_until("the note written while locked, indexed at the unlock", Duration::from_secs(120), |a| {
+        library(a).contains("while-locked.md").then_some(())
+    });
+    note("after-unlock.md", "The harbour master keeps the tide tables.");
+    app.wait_until("the note written after the unlock, by the watcher", Duration::from_secs(60), |a| {
+        library(a).contains("after-unlock.md").then_some(())
+    });
+
+    // Locking drops the models and the key from memory; unlocking loads one copy again (before:
+    // 1.7 GB at start, 2.7 and 3.7 after Lock/Unlock cycles, 3.3 GB while locked).
+    let rss = || quire_testkit::process_usage(app.app_pid()).0;
+    let first = rss();
+    for cycle in 1..=3 {
+        app.click("#lock-button");
+        app.wait_until("the lock screen", Duration::from_secs(20), |a| {
+            (a.attr("#lock-screen", "hidden").is_none() && a.attr("#unlock-passphrase-label", "hidden").is_none())
+                .then_some(())
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        let locked = rss();
+        app.fill_password("#unlock-passphrase-input", passphrase);
+        app.click("#unlock-button");
+        app.wait_ready();
+        let unlocked = rss();
+        eprintln!(
+            "lock cycle {cycle}: {} MB locked, {} MB unlocked (first unlock {} MB)",
+            locked >> 20,
+            unlocked >> 20,
+            first >> 20
+        );
+        assert!(locked < 400 << 20, "cycle {cycle}: {} MB held while locked", locked >> 20);
+        assert!(
+            unlocked as f64 <= first as f64 * 1.10,
+            "cycle {cycle}: {} MB after unlocking, {} MB the first time",
+            unlocked >> 20,
+            first >> 20
+        );
+    }
 }

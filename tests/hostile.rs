@@ -171,6 +171,183 @@ fn a_lost_key_manifest_is_restored_from_the_backup_not_replaced() {
     assert!(search.status.success() && text(&search.stdout).contains("note-"), "{}", text(&search.stderr));
 }
 
+/// A byte that is not text at the end of the ingestion queue and a letter changed in the first
+/// line of the conversation history (the probe of 2026-12-03: every command then exited 1, and a key
+/// rotation after it locked every command out): each command works, the damaged lines are set
+/// aside in a `.damaged` file beside the log, and the user is told once.
+#[test]
+fn damaged_lines_in_the_logs_are_set_aside_and_nothing_stops() {
+    let home = QuireHome::with_passphrase(QUIRE, "line log test");
+    let docs = tempfile::tempdir().unwrap();
+    write_notes(docs.path(), 3);
+    assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
+    let (queue, history) = (home.data_dir().join("ingest-queue.jsonl"), home.data_dir().join("history.jsonl"));
+    // Two exchanges in the history, the first then damaged in the middle of its sealed bytes.
+    for question in ["Which animal was tagged with ring number 1007?", "How long did the heron feed?"] {
+        let out = home.quire(&["ask", question, "--model", "smollm2-135m"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let kept = std::fs::read_to_string(&history).unwrap();
+    let lines: Vec<&str> = kept.lines().collect();
+    assert_eq!(lines.len(), 2, "{kept}");
+    // A letter of the sealed bytes changed: still text, no longer opens.
+    let mut middle = lines[0].as_bytes().to_vec();
+    let at = middle.len() - 10;
+    middle[at] = if middle[at] == b'A' { b'B' } else { b'A' };
+    std::fs::write(&history, [&middle[..], lines[1].as_bytes(), b""].join(&b'\n')).unwrap();
+    std::fs::OpenOptions::new().append(true).open(&queue).unwrap().write_all(b"\xff").unwrap();
+
+    let list = home.quire(&["list"]);
+    assert!(list.status.success() && text(&list.stdout).contains("3 documents"), "{}", text(&list.stderr));
+    let told = text(&list.stderr);
+    assert!(told.contains("a damaged line of ingest-queue.jsonl was set aside in"), "{told}");
+    assert!(told.contains("ingest-queue.jsonl.damaged"), "{told}");
+    assert_eq!(std::fs::read(home.data_dir().join("ingest-queue.jsonl.damaged")).unwrap(), b"\xff\n");
+    for args in [&["search", "reed bed", "--mode", "hybrid"][..], &["jobs"], &["key", "status"], &["optimize"]] {
+        let out = home.quire(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(!text(&out.stderr).contains("set aside"), "told twice: {}", text(&out.stderr));
+    }
+    // The rotation reads the history: its damaged line is set aside (kept), the rest resealed.
+    let rotate = home.quire(&["key", "rotate"]);
+    assert!(rotate.status.success(), "{}", text(&rotate.stderr));
+    assert!(text(&rotate.stderr).contains("of history.jsonl was set aside"), "{}", text(&rotate.stderr));
+    assert_eq!(std::fs::read(home.data_dir().join("history.jsonl.damaged")).unwrap(), [&middle[..], b"\n"].concat());
+    let resealed = std::fs::read_to_string(&history).unwrap();
+    assert!(resealed.lines().count() == 1 && resealed.lines().all(|l| l != lines[1]), "{resealed}");
+    for args in [&["list"][..], &["search", "reed bed"], &["jobs"]] {
+        let out = home.quire(args);
+        assert!(out.status.success(), "after the rotation, {args:?}: {}", text(&out.stderr));
+    }
+    let ingest = home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    assert!(ingest.status.success() && text(&ingest.stdout).contains("3 unchanged"), "{}", text(&ingest.stdout));
+}
+
+/// Two ingestions into one collection at once (the probe's `quire ingest A & quire ingest B`
+/// failed one of them in 2 of 4 runs on a commit conflict in the compaction after it): both
+/// succeed and every document is there once, round after round.
+#[test]
+fn two_ingestions_at_once_both_succeed() {
+    for round in 0..4 {
+        let home = QuireHome::with_passphrase(QUIRE, "two writers");
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        write_notes(a.path(), 40);
+        for i in 0..40 {
+            std::fs::write(
+                b.path().join(format!("log-{i:02}.md")),
+                format!("# Log {i}\n\nThe buoy {i} drifted {i} miles east.\n"),
+            )
+            .unwrap();
+        }
+        let spawn = |dir: &Path| home.command(&["ingest", dir.to_str().unwrap()]).output();
+        let (first, second) = std::thread::scope(|s| {
+            let first = s.spawn(|| spawn(a.path()).unwrap());
+            let second = s.spawn(|| spawn(b.path()).unwrap());
+            (first.join().unwrap(), second.join().unwrap())
+        });
+        for out in [&first, &second] {
+            assert!(out.status.success(), "round {round}: {}{}", text(&out.stdout), text(&out.stderr));
+        }
+        let list = text(&home.quire(&["list"]).stdout);
+        assert!(list.contains("80 documents"), "round {round}: {list}");
+        let search = home.quire(&["search", "buoy drifted miles east", "--mode", "hybrid", "--limit", "3"]);
+        assert!(text(&search.stdout).contains("log-"), "round {round}: {}", text(&search.stdout));
+    }
+}
+
+/// Reading commands on a home that has no collection (a mistyped `--home`) say so and create
+/// nothing; an empty search is refused in every mode, not answered with the nearest passages
+/// to nothing.
+#[test]
+fn reading_commands_create_nothing_and_empty_searches_are_refused() {
+    let home = QuireHome::with_passphrase(QUIRE, "reading test");
+    let missing = home.dir.path().join("no such home");
+    for args in [&["list"][..], &["search", "tide"], &["jobs"], &["optimize"], &["ask", "What is the tide?"]] {
+        let out = home.command(&[&["--home", missing.to_str().unwrap()][..], args].concat()).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(text(&out.stderr).contains("there is no collection at"), "{args:?}: {}", text(&out.stderr));
+        assert!(!missing.exists(), "{args:?} created {}", missing.display());
+    }
+    let docs = tempfile::tempdir().unwrap();
+    write_notes(docs.path(), 2);
+    assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
+    for mode in ["dense", "bm25", "hybrid"] {
+        let out = home.quire(&["search", "  ", "--mode", mode]);
+        assert_eq!(out.status.code(), Some(1), "{mode}: {}", text(&out.stdout));
+        assert!(text(&out.stderr).contains("the search is empty"), "{mode}: {}", text(&out.stderr));
+    }
+}
+
+/// A key backup made before a key rotation cannot open the collection any more: importing it is
+/// refused up front, naming both keys, and nothing is changed (before, it said "restored" and
+/// every command then failed).
+#[test]
+fn a_backup_from_before_a_rotation_is_refused_up_front() {
+    let home = QuireHome::with_passphrase(QUIRE, "old backup test");
+    let docs = tempfile::tempdir().unwrap();
+    write_notes(docs.path(), 2);
+    assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
+    let backup = home.dir.path().join("old-backup.json");
+    let with_backup_passphrase =
+        |args: &[&str]| home.command(args).env("QUIRE_BACKUP_PASSPHRASE", "backup words").output().unwrap();
+    assert!(with_backup_passphrase(&["key", "export", backup.to_str().unwrap()]).status.success());
+    let rotate = home.quire(&["key", "rotate"]);
+    assert!(rotate.status.success(), "{}", text(&rotate.stderr));
+    std::fs::remove_file(home.data_dir().join("vault.json")).unwrap();
+    let before = quire_testkit::files_under(&home.data_dir());
+
+    let import = with_backup_passphrase(&["key", "import", backup.to_str().unwrap()]);
+    assert_eq!(import.status.code(), Some(1), "{}", text(&import.stdout));
+    let said = text(&import.stderr);
+    assert!(said.contains("before a key rotation") && said.contains("nothing was changed"), "{said}");
+    let old_key: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&backup).unwrap()).unwrap();
+    assert!(said.contains(old_key["current"].as_str().unwrap()), "the backup's key named: {said}");
+    assert_eq!(quire_testkit::files_under(&home.data_dir()), before, "nothing written");
+}
+
+/// A disk that fills up in the middle of an ingestion (a tmpfs in a mount namespace of its
+/// own, `unshare -rm`, shrunk to just past what the collection holds): the message names the
+/// folder, the room it needs and how to go on, instead of LanceDB's error three times over; with
+/// room again, `quire ingest` resumes and every document is there once.
+#[test]
+fn a_full_disk_is_said_plainly_and_the_ingestion_resumes() {
+    let home = QuireHome::with_passphrase(QUIRE, "full disk test");
+    let (first, rest) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_notes(first.path(), 3);
+    for i in 0..300 {
+        let body =
+            format!("# Buoy {i}\n\n{}\n", format!("The buoy {i} drifted {i} miles east of the reef. ").repeat(12));
+        std::fs::write(rest.path().join(format!("buoy-{i:03}.md")), body).unwrap();
+    }
+    let script = r#"
+        set -u
+        mount -t tmpfs -o size=200m tmpfs "$QUIRE_HOME" || { echo "NO TMPFS"; exit 0; }
+        "$1" ingest "$2" >/dev/null 2>&1 || echo "FIRST FAILED"
+        used=$(du -sk "$QUIRE_HOME" | cut -f1)
+        mount -o remount,size=$((used + 400))k "$QUIRE_HOME"
+        "$1" ingest "$3"; echo "FULL EXIT $?"
+        mount -o remount,size=200m "$QUIRE_HOME"
+        "$1" ingest; echo "RESUMED EXIT $?"
+        "$1" list | tail -n 1
+        "$1" search --mode bm25 --limit 1 "buoy 137 drifted"
+    "#;
+    let dirs = [QUIRE, first.path().to_str().unwrap(), rest.path().to_str().unwrap()];
+    let out = home.run(
+        home.program("unshare", &[&["-rm", "sh", "-c", script, "sh"][..], &dirs].concat()),
+        &["(a disk that fills up)"],
+    );
+    let (said, err) = (text(&out.stdout), text(&out.stderr));
+    assert!(!said.contains("NO TMPFS") && !said.contains("FIRST FAILED"), "{said}{err}");
+    assert!(said.contains("FULL EXIT 1"), "the ingestion into a full disk fails: {said}{err}");
+    let full = err.lines().find(|l| l.contains("is full")).unwrap_or_else(|| panic!("no word of a full disk: {err}"));
+    assert!(full.contains(&format!("the disk that holds {}", home.data_dir().display())), "{full}");
+    assert!(full.contains("needs about") && full.contains("`quire ingest`"), "{full}");
+    assert!(!err.contains("lance error"), "LanceDB's own words shown: {err}");
+    assert!(said.contains("RESUMED EXIT 0"), "{said}{err}");
+    assert!(said.contains("303 documents"), "{said}");
+    assert!(said.contains("buoy-137.md"), "{said}");
+}
+
 /// A file swapped for a named pipe after the folder was scanned is reported, not waited on, and
 /// everything else is stored; a pipe that was there at the scan is named too. (Before, the
 /// ingestion blocked on the pipe until the loader's time limit and beyond.)
@@ -255,18 +432,32 @@ fn links_out_of_the_folder_are_not_followed_unless_asked() {
     std::os::unix::fs::symlink(outside.path().join("private.md"), docs.path().join("diary.md")).unwrap();
     std::fs::create_dir(docs.path().join("sub")).unwrap();
     std::os::unix::fs::symlink(docs.path().join("note-00.md"), docs.path().join("sub/again.md")).unwrap();
+    // A link to a folder outside (its name has no document's extension), and one back up the tree.
+    let shelf = tempfile::tempdir().unwrap();
+    std::fs::write(shelf.path().join("shelved.md"), "# Shelved\n\nA note kept on another shelf.\n").unwrap();
+    std::os::unix::fs::symlink(shelf.path(), docs.path().join("shelf")).unwrap();
+    std::os::unix::fs::symlink(docs.path(), docs.path().join("sub/loop")).unwrap();
 
     let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2), "the link out is reported as skipped");
-    let line =
-        text(&out.stderr).lines().find(|l| l.contains("diary.md")).map(str::to_owned).expect("the link out is named");
+    assert_eq!(out.status.code(), Some(2), "the links out are reported as skipped");
+    let said = |out: &std::process::Output, name: &str| {
+        text(&out.stderr)
+            .lines()
+            .find(|l| l.contains(name))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("{name} not named: {}", text(&out.stderr)))
+    };
+    let line = said(&out, "diary.md");
     assert!(line.contains("outside the folder") && line.contains("--follow-links"), "{line}");
+    let line = said(&out, "shelf");
+    assert!(line.contains("a link to the folder") && line.contains("--follow-links"), "{line}");
     let list = text(&home.quire(&["list"]).stdout);
-    assert!(!list.contains("private.md") && list.contains("1 documents"), "{list}");
+    assert!(!list.contains("private.md") && !list.contains("shelved.md") && list.contains("1 documents"), "{list}");
 
     let out = home.quire(&["ingest", "--follow-links", docs.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&home.quire(&["list"]).stdout).contains("private.md"));
+    let list = text(&home.quire(&["list"]).stdout);
+    assert!(list.contains("private.md") && list.contains("shelved.md") && list.contains("3 documents"), "{list}");
 }
 
 /// Starts `quire serve` with the tiny model on a free port over a collection of the sample
@@ -302,7 +493,8 @@ fn status_of(reply: &str) -> u16 {
 
 /// The local API under abuse: a header line that never ends (no token) costs the server a
 /// bounded amount of memory and gets 431; questions whose clients hang up stop costing CPU at
-/// once, waiting ones included; more waiting questions than the bound get 503.
+/// once, waiting ones included; more waiting questions than the bound get 503; a question
+/// past the length limit gets 413 at once.
 #[test]
 fn the_local_api_bounds_headers_and_drops_abandoned_questions() {
     let home = QuireHome::new(QUIRE);
@@ -375,5 +567,29 @@ fn the_local_api_bounds_headers_and_drops_abandoned_questions() {
     let mut reply = String::new();
     let _ = extra.read_to_string(&mut reply);
     assert_eq!(status_of(&reply), 503, "{reply}");
+
+    // 4. A 100 kB question, while the server is busy: refused at once, with its length.
+    let started = Instant::now();
+    let mut long = std::net::TcpStream::connect(&host).unwrap();
+    long.write_all(chat_request(port, &token, &"word ".repeat(20_000)).as_bytes()).unwrap();
+    let mut reply = String::new();
+    long.read_to_string(&mut reply).unwrap();
+    assert_eq!(status_of(&reply), 413, "{reply}");
+    assert!(reply.contains("characters long"), "{reply}");
+    assert!(started.elapsed() < Duration::from_secs(1), "refused after {:?}", started.elapsed());
     drop(held);
+}
+
+/// A 100 kB question (the probe's ran for minutes as a 24,539-token prompt) is refused by the
+/// command line at once, saying how long it is and what the limit is.
+#[test]
+fn a_question_too_long_is_refused_at_once() {
+    let home = QuireHome::new(QUIRE);
+    let started = Instant::now();
+    let out = home.quire(&["ask", &"word ".repeat(20_000), "--model", "smollm2-135m"]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stderr);
+    assert!(said.contains("the question is 99999 characters long") && said.contains("up to 8000"), "{said}");
+    assert!(took < Duration::from_secs(1), "refused after {took:?}");
 }

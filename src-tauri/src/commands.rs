@@ -144,7 +144,22 @@ pub async fn fetch_models(app: AppHandle, state: State<'_, AppState>) -> Reply<V
 /// Indexes files and folders; progress goes to every window as `EVENT_INGEST` events.
 #[tauri::command]
 pub async fn add_paths(app: AppHandle, state: State<'_, AppState>, paths: Vec<String>) -> Reply<IngestSummary> {
-    ingest_paths(&app, &state, paths.into_iter().map(PathBuf::from).collect()).await
+    ingest_paths(&app, &state, paths.iter().map(|p| typed_path(p)).collect()).await
+}
+
+/// A path as a person types it: spaces around it dropped, and a leading `~` their home folder,
+/// as a shell would read it.
+fn typed_path(text: &str) -> PathBuf {
+    let text = text.trim();
+    let home = || std::env::home_dir().filter(|h| !h.as_os_str().is_empty());
+    match text.strip_prefix('~') {
+        Some("") => home().unwrap_or_else(|| text.into()),
+        Some(rest) if rest.starts_with(['/', std::path::MAIN_SEPARATOR]) => match home() {
+            Some(home) => home.join(&rest[1..]),
+            None => text.into(),
+        },
+        _ => text.into(),
+    }
 }
 
 pub async fn ingest_paths(app: &AppHandle, state: &AppState, paths: Vec<PathBuf>) -> Reply<IngestSummary> {
@@ -288,7 +303,7 @@ pub async fn open_source(state: State<'_, AppState>, chunk_id: String, page: Opt
 #[tauri::command]
 pub async fn remove_document(app: AppHandle, state: State<'_, AppState>, doc_id: String) -> Reply<bool> {
     let engine = state.engine().await.map_err(say)?;
-    let removed = engine.knowledge_base().remove_document(&doc_id).await.map_err(say)?;
+    let removed = engine.remove_document(&doc_id).await.map_err(say)?;
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
     Ok(removed)
 }
@@ -353,7 +368,7 @@ pub async fn set_models(
 
 #[tauri::command]
 pub async fn add_watched_folder(app: AppHandle, state: State<'_, AppState>, path: String) -> Reply<IngestSummary> {
-    watch_folder(&app, &state, PathBuf::from(path.trim())).await
+    watch_folder(&app, &state, typed_path(&path)).await
 }
 
 /// Opens the system's folder picker, then watches the folder picked (nothing when dismissed).
@@ -459,9 +474,17 @@ pub async fn unlock(app: AppHandle, state: State<'_, AppState>, passphrase: Opti
     if let Some(p) = passphrase.filter(|p| !p.is_empty()) {
         *state.passphrase.lock().expect("passphrase lock") = Some(quire_engine::Secret::new(p));
     }
-    let result = state.open_engine().await;
+    opened_again(&app, state.open_engine().await)
+}
+
+/// After the collection opens on the user's word (unlock, a key restored): the window told, the
+/// answer model loaded, and the watched folders caught up with what changed while it was
+/// locked (and followed from now on, if the app started locked).
+fn opened_again(app: &AppHandle, opened: anyhow::Result<std::sync::Arc<quire_engine::Engine>>) -> Reply<()> {
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
-    preload(&app, result.map_err(say)?);
+    let engine = opened.map_err(say)?;
+    preload(app, engine.clone());
+    tauri::async_runtime::spawn(crate::catch_up(app.clone(), engine));
     Ok(())
 }
 
@@ -509,9 +532,15 @@ pub async fn export_key(
 }
 
 /// Restores the collection's key from a backup the user picks in the system's open dialog,
-/// then opens the collection with it.
+/// then opens the collection with it. With `new_passphrase` (a passphrase-protected library
+/// whose passphrase was forgotten) the key is sealed under that passphrase from now on.
 #[tauri::command]
-pub async fn import_key(app: AppHandle, state: State<'_, AppState>, backup_passphrase: String) -> Reply<bool> {
+pub async fn import_key(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    backup_passphrase: String,
+    new_passphrase: Option<String>,
+) -> Reply<bool> {
     use tauri_plugin_dialog::DialogExt;
     let dialog = app.dialog().file().set_title("Open a key backup").add_filter("Quire key backup", &["json"]);
     let Some(picked) =
@@ -526,11 +555,18 @@ pub async fn import_key(app: AppHandle, state: State<'_, AppState>, backup_passp
     }
     let backup = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let data_dir = state.engine_config().map_err(say)?.data_dir;
-    quire_engine::Vault::import(&data_dir, &backup, &quire_engine::Secret::new(backup_passphrase), &state.key_access())
-        .map_err(|e| e.to_string())?;
-    let result = state.open_engine().await;
-    let _ = app.emit(EVENT_STATUS_CHANGED, ());
-    preload(&app, result.map_err(say)?);
+    let mut access = state.key_access();
+    if let Some(p) = new_passphrase.as_ref().filter(|p| !p.is_empty()) {
+        access.passphrase = Some(quire_engine::Secret::new(p.clone()));
+    }
+    quire_engine::import_key_backup(&data_dir, &backup, &quire_engine::Secret::new(backup_passphrase), &access)
+        .await
+        .map_err(say)?;
+    // The library opens under the passphrase its key is now sealed under.
+    if let Some(p) = new_passphrase.filter(|p| !p.is_empty()) {
+        *state.passphrase.lock().expect("passphrase lock") = Some(quire_engine::Secret::new(p));
+    }
+    opened_again(&app, state.open_engine().await)?;
     Ok(true)
 }
 
@@ -565,4 +601,19 @@ pub async fn start_local_api(app: &AppHandle, port: u16) -> anyhow::Result<Local
         }
     });
     Ok(LocalApi { address: Some(address), token: Some(token) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::typed_path;
+    use std::path::PathBuf;
+
+    #[test]
+    fn a_typed_tilde_is_the_home_folder() {
+        let home = std::env::home_dir().unwrap();
+        assert_eq!(typed_path(" ~/Documents "), home.join("Documents"));
+        assert_eq!(typed_path("~"), home);
+        assert_eq!(typed_path("~other/x"), PathBuf::from("~other/x"), "another user's home is not guessed");
+        assert_eq!(typed_path("/srv/~/x"), PathBuf::from("/srv/~/x"));
+    }
 }

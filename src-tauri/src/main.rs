@@ -100,6 +100,7 @@ async fn start_engine(app: tauri::AppHandle) {
             eprintln!("the local API did not start: {e:#}");
         }
     }
+    // A collection that opens locked (a passphrase not yet entered) catches up at `unlock`.
     let Ok(engine) = opened else { return };
     if settings.preload_model && engine.config().llm_path.is_file() {
         let _ = tokio::time::timeout(Duration::from_secs(20), state.main_page_loaded.notified()).await;
@@ -109,18 +110,32 @@ async fn start_engine(app: tauri::AppHandle) {
         }
         let _ = app.emit(ipc::EVENT_STATUS_CHANGED, ());
     }
-    if !engine.pending_files().is_empty() {
+    catch_up(app.clone(), engine).await;
+}
+
+/// What follows each opening of the collection (at start, and at every unlock): an interrupted
+/// ingestion resumed, the watched folders re-scanned (what changed while the app was closed or
+/// locked) and, from the first opening on, followed.
+pub(crate) async fn catch_up(app: tauri::AppHandle, engine: std::sync::Arc<quire_engine::Engine>) {
+    let state = app.state::<AppState>();
+    let interrupted = !engine.pending_files().is_empty();
+    // Not held while following: a lock must be able to drop the engine (its models, its key).
+    drop(engine);
+    if interrupted {
         if let Err(e) = commands::run_ingestion(&app, &state, commands::IngestWork::Resume).await {
             eprintln!("the interrupted ingestion was not resumed: {e}");
         }
     }
-    let folders: Vec<std::path::PathBuf> = settings.watched_folders.iter().map(Into::into).collect();
+    let folders: Vec<std::path::PathBuf> = state.settings().watched_folders.iter().map(Into::into).collect();
     if !folders.is_empty() {
         if let Err(e) = commands::ingest_paths(&app, &state, folders.clone()).await {
             eprintln!("watched folders were not re-scanned: {e}");
         }
     }
-    follow_watched_folders(app.clone(), folders).await;
+    let following = state.watch_control.lock().expect("watch lock").is_some();
+    if !following {
+        follow_watched_folders(app.clone(), folders).await;
+    }
 }
 
 /// Follows the watched folders until the app quits: each debounced set of changed paths is

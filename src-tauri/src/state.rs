@@ -170,11 +170,18 @@ impl AppState {
         let mut slot = self.engine.write().await;
         let by_passphrase =
             matches!(&*slot, EngineSlot::Ready(e) if e.key_info().store == quire_engine::KeyStore::Passphrase);
-        *slot = EngineSlot::Locked(if by_passphrase {
-            Lock::NeedsPassphrase("Quire is locked: enter the collection's passphrase.".into())
-        } else {
-            Lock::ByUser
-        });
+        let open = std::mem::replace(
+            &mut *slot,
+            EngineSlot::Locked(if by_passphrase {
+                Lock::NeedsPassphrase("Quire is locked: enter the collection's passphrase.".into())
+            } else {
+                Lock::ByUser
+            }),
+        );
+        drop(slot);
+        // The engine (its models, its key) goes now, and the memory it held back to the system.
+        drop(open);
+        crate::platform::return_freed_memory();
     }
 
     /// The open engine, or a sentence saying why there is none.

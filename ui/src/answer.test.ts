@@ -23,12 +23,13 @@ describe("answer view", () => {
         grammar: { proposed: 6, accepted: 6, pauses: 0 }, lookup: { proposed: 2, accepted: 0, pauses: 0 }, model: { proposed: 0, accepted: 0, pauses: 0 },
       },
     });
-    expect(cited.map((c) => c.number)).toEqual([1, 2]);
+    // In the order the answer cites them, each source once.
+    expect(cited.map((c) => c.number)).toEqual([2, 1]);
     const markers = [...v.root.querySelectorAll<HTMLButtonElement>(".citation-marker")];
-    expect(markers.map((m) => m.textContent)).toEqual(["1", "2"]);
-    expect(markers[1].title).toBe("guide2.pdf, p. 4");
+    expect(markers.map((m) => m.textContent)).toEqual(["2", "1"]);
+    expect(markers[1].title).toBe("guide1.pdf, p. 4");
     markers[1].click();
-    expect(opened).toEqual([2]);
+    expect(opened).toEqual([1]);
     expect(v.root.dataset.state).toBe("done");
     expect(v.root.querySelector(".answer-meta")!.textContent).toBe("first word after 1.5 s");
     const details = v.root.querySelector<HTMLDetailsElement>(".answer-details")!;
@@ -98,17 +99,18 @@ describe("answer view", () => {
     expect(list.querySelector(".source-doc")!.textContent).toBe("guide1.pdf");
   });
 
-  it("keeps every passage an answer was written from, the uncited ones said so", () => {
+  it("keeps every passage an answer was written from, cited ones first, the uncited ones said so", () => {
     const source = (number: number) => ({ number, chunk_id: `doc:${number}`, path: `/docs/guide${number}.pdf`, page: 4, start: 0, end: 2, text: "ab", score: 1 });
-    const places = answerPlaces([citation(2, "b", "ab", [1, 2])], [source(1), source(2), source(3)]);
-    expect(places.map((p) => [p.number, p.cited])).toEqual([[1, false], [2, true], [3, false]]);
+    // The cited passages first, in citation order; then the rest by number.
+    const places = answerPlaces([citation(3, "b", "ab", [1, 2]), citation(2, "a", "ab", [0, 1])], [source(1), source(3), source(2), source(4)]);
+    expect(places.map((p) => [p.number, p.cited])).toEqual([[3, true], [2, true], [1, false], [4, false]]);
     const list = document.createElement("ol");
     renderSources(list, places, () => {});
     const items = [...list.querySelectorAll("li.source")];
-    expect(items.map((i) => i.getAttribute("data-cited"))).toEqual(["false", "true", "false"]);
-    expect(items[0].textContent).toContain("Read for this answer, not cited.");
-    expect(items[1].textContent).not.toContain("not cited");
-    expect(items[1].querySelector("mark")!.textContent).toBe("b");
+    expect(items.map((i) => i.getAttribute("data-cited"))).toEqual(["true", "true", "false", "false"]);
+    expect(items[2].textContent).toContain("Read for this answer, not cited.");
+    expect(items[0].textContent).not.toContain("not cited");
+    expect(items[0].querySelector("mark")!.textContent).toBe("b");
   });
 
   it("shows a past answer with markers for its own passages, or names them where none were kept", () => {

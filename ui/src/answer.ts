@@ -136,23 +136,25 @@ export function retrievedPlaces(sources: Source[]): Cited[] {
   return sources.map((s) => ({ number: s.number, chunkId: s.chunk_id, path: s.path, page: s.page, passage: s.text, quote: "", range: null, cited: false }));
 }
 
-/// One entry per cited source (a source cited twice keeps its first quote).
+/// One entry per cited source, in the order the answer cites them (a source cited twice keeps
+/// its first place and quote).
 export function citedPlaces(citations: Citation[]): Cited[] {
   const seen = new Map<number, Cited>();
   for (const c of citations) {
     if (!seen.has(c.number))
       seen.set(c.number, { number: c.number, chunkId: c.chunk_id, path: c.path, page: c.page, passage: c.passage, quote: c.quote, range: c.quote_range, cited: true });
   }
-  return [...seen.values()].sort((a, b) => a.number - b.number);
+  return [...seen.values()];
 }
 
-/// An answer's passages in the order the model numbered them: the cited ones with their quotes,
-/// then where they fall the ones it read and did not cite, so a reader can check those too.
+/// An answer's passages as the pane lists them: the cited ones first, in citation order with
+/// their quotes (so the one the answer rests on is at the top, not below passages it did not
+/// use), then the ones it read and did not cite, by number, so a reader can check those too.
 export function answerPlaces(citations: Citation[], sources: Source[]): Cited[] {
   const cited = citedPlaces(citations);
   const numbers = new Set(cited.map((c) => c.number));
-  const read = retrievedPlaces(sources.filter((s) => !numbers.has(s.number)));
-  return [...cited, ...read].sort((a, b) => a.number - b.number);
+  const read = retrievedPlaces(sources.filter((s) => !numbers.has(s.number)).sort((a, b) => a.number - b.number));
+  return [...cited, ...read];
 }
 
 export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkId: string, page: number | null) => void): void {

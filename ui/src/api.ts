@@ -59,7 +59,9 @@ export const api = {
   unlock: (passphrase: string | null) => call("unlock", { passphrase }),
   rotateKey: () => call("rotate_key"),
   exportKey: (backupPassphrase: string) => call("export_key", { backupPassphrase }),
-  importKey: (backupPassphrase: string) => call("import_key", { backupPassphrase }),
+  /// `newPassphrase`: for a passphrase-protected library whose passphrase was forgotten, the one
+  /// the restored key is sealed under from now on.
+  importKey: (backupPassphrase: string, newPassphrase: string | null) => call("import_key", { backupPassphrase, newPassphrase }),
   setLocalApi: (port: number | null) => call("set_local_api", { port }),
 };
 

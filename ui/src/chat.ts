@@ -105,6 +105,9 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
       showPassagesOf(view);
       thread.push({ question: q, answer: answer.text });
       showThread();
+      // The markers came with the finished answer and the thread bar took room below it: the
+      // answer's end (its markers) brought back into view.
+      view.root.scrollIntoView({ block: "end" });
       opts.onAnswered?.();
     } catch (e) {
       view.fail(errorText(e));
@@ -133,6 +136,9 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
       const view: ExchangeView = ExchangeView.past(x, (n) => showSource(view, n));
       document.getElementById("chat-empty")?.remove();
       conversation.append(view.root);
+      // The conversation goes on from the history (after a restart or an unlock), as the bar says.
+      thread.push({ question: x.question, answer: x.answer });
+      showThread();
     },
     clear() {
       conversation.replaceChildren();

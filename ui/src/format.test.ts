@@ -1,4 +1,4 @@
-import { fileName, formatBytes, formatDuration, formatTimeLeft, location, newPassphraseProblem, splitByteRange } from "./format";
+import { counted, fileName, formatBytes, formatDuration, formatTimeLeft, location, newPassphraseProblem, splitByteRange } from "./format";
 
 describe("format", () => {
   it("takes a new passphrase only when long enough and typed the same twice", () => {
@@ -47,5 +47,13 @@ describe("format", () => {
     expect(splitByteRange(text, [start, end])).toEqual(["café costs ", "5€", " here"]);
     expect(splitByteRange(text, null)).toEqual([text, "", ""]);
     expect(splitByteRange(text, [5, 999])).toEqual([text, "", ""]);
+  });
+});
+
+describe("counted", () => {
+  it("says one thing in the singular and others in the plural", () => {
+    expect(counted(1, "page")).toBe("1 page");
+    expect(counted(0, "passage")).toBe("0 passages");
+    expect(counted(1234, "chunk")).toBe("1,234 chunks");
   });
 });

@@ -12,6 +12,11 @@ export function formatBytes(n: number): string {
   return `${v >= 100 || i === 0 ? Math.round(v) : v.toFixed(1)} ${units[i]}`;
 }
 
+/// A count with its noun, singular for one: "1 page", "3 pages".
+export function counted(n: number, singular: string, plural = `${singular}s`): string {
+  return `${n.toLocaleString("en")} ${n === 1 ? singular : plural}`;
+}
+
 export function formatDuration(seconds: number): string {
   if (!Number.isFinite(seconds) || seconds < 0) return "–";
   const s = Math.round(seconds);

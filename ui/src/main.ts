@@ -2,7 +2,7 @@
 import { api, errorText, events, type AppStatus, type IngestSummary, type InstalledModel } from "./api";
 import { setupChat, type Chat } from "./chat";
 import { byId, el } from "./dom";
-import { fileName, formatBytes, formatTimeLeft, newPassphraseProblem } from "./format";
+import { counted, fileName, formatBytes, formatTimeLeft, newPassphraseProblem } from "./format";
 import { describe, IngestTracker } from "./ingest";
 import { renderMemory } from "./memory";
 
@@ -49,10 +49,26 @@ async function refreshStatus() {
   byId("documents").replaceChildren(
     ...s.documents.map((d) => {
       const remove = el("button", { className: "small", text: "Remove", attrs: { type: "button", "aria-label": `Remove ${fileName(d.path)}` } });
+      // Two clicks: the first asks (for a few seconds), the second removes. The file itself stays.
+      let armed: number | null = null;
       remove.addEventListener("click", async () => {
+        if (armed == null) {
+          remove.textContent = "Remove?";
+          remove.classList.add("danger");
+          remove.title = "Click again to remove it from the library (the file itself is not touched)";
+          armed = window.setTimeout(() => {
+            armed = null;
+            remove.textContent = "Remove";
+            remove.classList.remove("danger");
+            remove.title = "";
+          }, 4000);
+          return;
+        }
+        window.clearTimeout(armed);
+        armed = null;
         await api.removeDocument(d.doc_id).catch((e) => alert(errorText(e)));
       });
-      return el("li", { attrs: { title: d.path } }, el("span", { className: "doc-name", text: fileName(d.path) }), el("span", { className: "muted", text: `${d.pages} p · ${d.chunks} chunks` }), remove);
+      return el("li", { attrs: { title: d.path } }, el("span", { className: "doc-name", text: fileName(d.path) }), el("span", { className: "muted", text: `${counted(d.pages, "page")} · ${counted(d.chunks, "passage")}` }), remove);
     }),
   );
   byId<HTMLInputElement>("target-model-input").value = s.target_model.path;
@@ -80,6 +96,9 @@ function showLock(engine: AppStatus["engine"]) {
   byId("confirm-passphrase-label").hidden = !choosing;
   byId<HTMLInputElement>("unlock-passphrase-input").autocomplete = choosing ? "new-password" : "current-password";
   byId("lock-import").hidden = !engine.key_missing;
+  // A passphrase forgotten: the way back in is a key backup, offered right here (Settings is
+  // out of reach under the lock).
+  byId("lock-restore").hidden = !engine.needs_passphrase || choosing || engine.key_missing;
   byId("unlock-button").hidden = engine.key_missing;
   byId("unlock-button").textContent = choosing ? "Protect my library" : "Unlock";
   byId("lock-detail").hidden = engine.detail === "";
@@ -164,7 +183,20 @@ function setupLock() {
     const input = byId<HTMLInputElement>("lock-import-passphrase");
     const pass = input.value;
     input.value = "";
-    await api.importKey(pass);
+    await api.importKey(pass, null);
+  }));
+  byId("restore-button").addEventListener("click", run(async () => {
+    const fresh = byId<HTMLInputElement>("restore-new-passphrase");
+    const again = byId<HTMLInputElement>("restore-confirm-passphrase");
+    const problem = newPassphraseProblem(fresh.value, again.value);
+    if (problem) {
+      error.textContent = problem;
+      return;
+    }
+    const backup = byId<HTMLInputElement>("restore-backup-passphrase");
+    const [newPassphrase, backupPassphrase] = [fresh.value, backup.value];
+    fresh.value = again.value = backup.value = "";
+    await api.importKey(backupPassphrase, newPassphrase);
   }));
 }
 
@@ -345,7 +377,7 @@ function setupSettings() {
     byId("key-message").textContent = where ? `Key backup saved to ${where}. Keep it and its passphrase apart.` : "";
   }));
   byId("import-key-button").addEventListener("click", guard(async () => {
-    if (await api.importKey(backupPassphrase())) byId("key-message").textContent = "Key restored.";
+    if (await api.importKey(backupPassphrase(), null)) byId("key-message").textContent = "Key restored.";
   }));
   byId("local-api-toggle").addEventListener("change", guard(async () => {
     const on = byId<HTMLInputElement>("local-api-toggle").checked;

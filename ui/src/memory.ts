@@ -55,7 +55,9 @@ export function renderMemory(root: HTMLElement, b: MemoryBudget, files: Record<s
     if (m.kept_prompt_bytes > 0) rows.push([`last question kept for follow-ups (${m.kept_prompt_tokens.toLocaleString("en")} tokens)`, formatBytes(m.kept_prompt_bytes)]);
   }
   rows.push(["models loaded", formatBytes(weights)]);
-  rows.push(["expected with the answer model loaded", formatBytes(b.predicted_rss_bytes)]);
+  // The prediction covers Quire's own process; the window's web view runs in processes of its
+  // own (some 400 MB), which the figure does not count: said, not hidden.
+  rows.push(["expected with the answer model loaded (Quire's engine; the window's web view not counted)", formatBytes(b.predicted_rss_bytes)]);
   rows.push(["index on disk", formatBytes(b.index_bytes)]);
   root.replaceChildren(
     el("p", { className: "mem-now" }, "Quire uses ", el("strong", { text: formatBytes(b.process_rss_bytes), attrs: { id: "mem-rss", "data-bytes": String(b.process_rss_bytes) } }), " now"),

@@ -85,6 +85,7 @@ pub(crate) async fn respond(out: &mut (impl AsyncWrite + Unpin), status: u16, bo
         403 => "Forbidden",
         404 => "Not Found",
         408 => "Request Timeout",
+        413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         _ => "Internal Server Error",

@@ -123,6 +123,9 @@ impl Server {
                 else {
                     return respond(stream.get_mut(), 400, &error_body("no user message to answer")).await;
                 };
+                if let Err(too_long) = quire_engine::check_question(&question) {
+                    return respond(stream.get_mut(), 413, &error_body(&too_long.to_string())).await;
+                }
                 self.chat(stream.into_inner(), &question, chat.stream).await
             }
             _ => {

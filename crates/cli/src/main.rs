@@ -178,7 +178,11 @@ fn main() -> ExitCode {
         std::env::set_var("QUIRE_HOME", home);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    match runtime.block_on(run(cli.command)) {
+    let outcome = runtime.block_on(run(cli.command));
+    for notice in quire_engine::take_notices() {
+        eprintln!("note: {}", shown_text(&notice));
+    }
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {}", shown_text(&format!("{e:#}")));
@@ -195,7 +199,7 @@ async fn run(command: Command) -> Result<ExitCode> {
         Command::Ingest { paths, stats, follow_links } => ingest(paths, stats, follow_links).await,
         Command::Watch { folders, follow_links } => watch(folders, follow_links).await,
         Command::Jobs => {
-            let engine = Engine::open(EngineConfig::from_home()?).await?;
+            let engine = Engine::open(existing_collection()?).await?;
             let jobs = engine.job_list();
             let mut listed = 0;
             for j in jobs.iter().filter(|j| matches!(j.state, JobState::Queued | JobState::Failed)) {
@@ -212,7 +216,7 @@ async fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Optimize => {
-            let config = EngineConfig::from_home()?;
+            let config = existing_collection()?;
             let dir = config.data_dir.clone();
             let engine = Engine::open(config).await?;
             let before = quire_engine::memory::folder_bytes(&dir);
@@ -228,7 +232,9 @@ async fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Ask { question, model, draft, top_k, max_tokens, json } => {
-            let mut config = EngineConfig::from_home()?;
+            // Before the collection and the models load: refused at once.
+            quire_engine::check_question(&question)?;
+            let mut config = existing_collection()?;
             config.top_k = top_k.unwrap_or(config.top_k);
             config.max_answer_tokens = max_tokens.unwrap_or(config.max_answer_tokens);
             if let Some(m) = model {
@@ -240,7 +246,7 @@ async fn run(command: Command) -> Result<ExitCode> {
             ask(config, &question, json).await
         }
         Command::Search { query, mode, limit } => {
-            let engine = Engine::open(EngineConfig::from_home()?).await?;
+            let engine = Engine::open(existing_collection()?).await?;
             for (i, hit) in engine.search(&query, mode.into(), limit).await?.iter().enumerate() {
                 println!("{}. {} (score {:.4})", i + 1, location(&hit.path, hit.page), hit.score);
                 println!("   {}", one_line(&hit.text, 200));
@@ -248,7 +254,7 @@ async fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::List => {
-            let engine = Engine::open(EngineConfig::from_home()?).await?;
+            let engine = Engine::open(existing_collection()?).await?;
             let docs = engine.documents().await?;
             for d in &docs {
                 println!("{:>5} chunks {:>4} pages {:>10} B  {}", d.chunks, d.pages, d.bytes, shown(&d.path));
@@ -257,7 +263,7 @@ async fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Remove { paths } => {
-            let engine = Engine::open(EngineConfig::from_home()?).await?;
+            let engine = Engine::open(existing_collection()?).await?;
             let mut missing = 0;
             for p in &paths {
                 if engine.remove(p).await? {
@@ -283,6 +289,19 @@ async fn run(command: Command) -> Result<ExitCode> {
     }
 }
 
+/// The collection for a command that reads or tidies one: refused, with nothing created, when
+/// there is none yet (a mistyped `--home` must not leave a new collection behind).
+fn existing_collection() -> Result<EngineConfig> {
+    let config = EngineConfig::from_home()?;
+    anyhow::ensure!(
+        config.data_dir.is_dir(),
+        "there is no collection at {} yet (nothing was created there): add documents with \
+         `quire ingest <folder or files>`, or check --home / QUIRE_HOME",
+        config.data_dir.display()
+    );
+    Ok(config)
+}
+
 async fn serve(config: EngineConfig, port: u16) -> Result<ExitCode> {
     let token = quire_engine::api_token()?;
     let engine = std::sync::Arc::new(Engine::open(config).await?);
@@ -300,7 +319,7 @@ async fn key(action: KeyAction) -> Result<ExitCode> {
         KeyAction::Import { file } => {
             let backup = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
             let pass = backup_passphrase()?;
-            let info = quire_engine::Vault::import(&config.data_dir, &backup, &pass, &config.keys)?;
+            let info = quire_engine::import_key_backup(&config.data_dir, &backup, &pass, &config.keys).await?;
             println!("key {} of collection {} restored ({:?})", info.key_id, info.collection, info.store);
         }
         KeyAction::Status => {

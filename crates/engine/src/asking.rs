@@ -13,6 +13,31 @@ use crate::{
     answer, context, conversation, Answer, Cancel, Cancelled, Engine, Event, RawAnswer, SearchHit, Source, Turn,
 };
 
+/// The longest question taken, in characters: about 2,000 tokens of prose. A longer one would
+/// take minutes of prompt processing before its first word; long text belongs in a document.
+pub const MAX_QUESTION_CHARS: usize = 8_000;
+
+/// A question past `MAX_QUESTION_CHARS`, refused before any work is done.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the question is {chars} characters long; Quire takes questions of up to {MAX_QUESTION_CHARS} characters \
+     (about 2,000 tokens). Shorten it, or save the long text as a document, add it, and ask about it"
+)]
+pub struct QuestionTooLong {
+    pub chars: usize,
+}
+
+/// Refuses a question too long to answer in reasonable time (`MAX_QUESTION_CHARS`); cheap
+/// enough to run before anything else.
+pub fn check_question(question: &str) -> Result<(), QuestionTooLong> {
+    // Counting stops just past the limit: a 100 MB question costs no more than an 8 kB one.
+    let chars = question.trim().chars().take(MAX_QUESTION_CHARS + 1).count();
+    if chars > MAX_QUESTION_CHARS {
+        return Err(QuestionTooLong { chars: question.trim().chars().count() });
+    }
+    Ok(())
+}
+
 impl Engine {
     /// Answers a question from the knowledge base, streaming the answer text through `on_event`.
     /// Ends with the `Cancelled` error when `cancel` is set before the answer is complete.
@@ -37,6 +62,7 @@ impl Engine {
     ) -> Result<Answer> {
         let question = question.trim();
         anyhow::ensure!(!question.is_empty(), "the question is empty");
+        check_question(question)?;
         let hits = self.in_earlier_order(self.retrieve(&conversation::search_text(earlier, question)).await?);
         anyhow::ensure!(
             !hits.is_empty(),
@@ -105,9 +131,12 @@ impl Engine {
             stats: generation.stats,
             speculation,
         };
-        // Every caller (the app, the CLI, the local API) keeps the same history.
+        // Every caller (the app, the CLI, the local API) keeps the same history. An answer that
+        // cannot be kept (a full disk) is still the answer: the user is told, not failed.
         let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        self.history().append(&Exchange::of(&answer, at_ms)).context("cannot record the answer in the history")?;
+        if let Err(e) = self.history().append(&Exchange::of(&answer, at_ms)) {
+            crate::notices::tell(format!("the answer was not kept in the conversation history: {e:#}"));
+        }
         Ok(answer)
     }
 
@@ -176,5 +205,21 @@ impl context::Reading for EngineReading<'_> {
     fn meanings(&self, texts: &[&str]) -> Vec<Vec<f32>> {
         // Without meanings the terms alone choose: a failed embedding costs focus, not the answer.
         self.0.embedder.embed_passages(texts).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn questions_past_the_limit_are_refused_with_their_length() {
+        assert!(check_question(&"é".repeat(MAX_QUESTION_CHARS)).is_ok());
+        assert!(check_question(&format!("  {}  \n", "a".repeat(MAX_QUESTION_CHARS))).is_ok());
+        let refused = check_question(&"word ".repeat(20_000)).unwrap_err();
+        assert_eq!(refused.chars, 99_999);
+        assert!(refused
+            .to_string()
+            .starts_with("the question is 99999 characters long; Quire takes questions of up to 8000"));
     }
 }

@@ -8,9 +8,10 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-use crate::line_log::{sealed_line, LineLog};
+use crate::line_log::{sealed_line, LineLog, Readable};
 use crate::{Answer, Citation, Source};
 use quire_index::Protection;
+use quire_vault::VaultError;
 
 /// One question and its answer as kept: with the passages the answer was written from, so an
 /// old answer's citations still open its own passages, after a restart too. Lines written before
@@ -51,10 +52,20 @@ impl History {
         History { log: LineLog::new(dir.join("history.jsonl")), protection }
     }
 
-    /// All exchanges, oldest first. A damaged line (a crash mid-write) is skipped, not fatal.
+    /// All exchanges, oldest first. A damaged line (a crash mid-write, bytes flipped on disk)
+    /// is set aside, not fatal.
     pub fn load(&self) -> Result<Vec<Exchange>> {
-        let text = self.log.read(&self.log.lock()?)?;
+        let text = self.read(&self.log.lock()?)?;
         Ok(self.exchanges(&text))
+    }
+
+    fn read(&self, lock: &crate::line_log::Locked) -> Result<String> {
+        self.log.read(lock, |line| match self.protection.open(SEAL_CONTEXT, line) {
+            Ok(plain) if serde_json::from_str::<Exchange>(&plain).is_ok() => Readable::Yes,
+            Ok(_) | Err(VaultError::Damaged { .. }) => Readable::Damaged,
+            // Sealed under a key this process does not hold: kept for one that does.
+            Err(_) => Readable::Yes,
+        })
     }
 
     fn exchanges(&self, text: &str) -> Vec<Exchange> {
@@ -73,7 +84,7 @@ impl History {
     pub fn reseal(&self, protection: Protection) -> Result<()> {
         let lock = self.log.lock()?;
         let mut text = String::new();
-        for e in self.exchanges(&self.log.read(&lock)?) {
+        for e in self.exchanges(&self.read(&lock)?) {
             text.push_str(&sealed_line(&protection, SEAL_CONTEXT, &e)?);
         }
         self.log.replace(&text, &lock)
@@ -132,6 +143,50 @@ mod tests {
         assert_eq!(history.load().unwrap(), vec![e.clone(), e.clone(), e]);
         history.clear().unwrap();
         assert!(history.load().unwrap().is_empty());
+    }
+
+    /// A line damaged on disk in the middle of a sealed history (a flipped letter, bytes that
+    /// are not text) is set aside, the rest loads, and a key rotation's reseal keeps the rest and
+    /// the damaged lines both (the first locked every command out).
+    #[test]
+    fn damaged_lines_in_the_middle_are_set_aside_and_survive_a_rotation() {
+        use quire_vault::{DataKey, KeyRing};
+        let dir = tempfile::tempdir().unwrap();
+        let (old, new) = (DataKey::random(), DataKey::random());
+        let history = History::in_folder(dir.path(), Protection::sealed(&old));
+        let exchange = |i: i64| Exchange {
+            question: format!("question {i}"),
+            answer: "a".into(),
+            citations: vec![],
+            sources: vec![],
+            at_ms: i,
+        };
+        for i in 0..6 {
+            history.append(&exchange(i)).unwrap();
+        }
+        let path = dir.path().join("history.jsonl");
+        let mut lines: Vec<Vec<u8>> =
+            std::fs::read(&path).unwrap().split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+        let flip = lines[1].len() - 5;
+        lines[1][flip] = if lines[1][flip] == b'A' { b'B' } else { b'A' };
+        lines[3][20] = 0xff;
+        std::fs::write(&path, lines.join(&b'\n')).unwrap();
+        let (damaged1, damaged3) = (lines[1].clone(), lines[3].clone());
+
+        let kept: Vec<i64> = history.load().unwrap().iter().map(|e| e.at_ms).collect();
+        assert_eq!(kept, vec![0, 2, 4, 5]);
+        let aside = std::fs::read(dir.path().join("history.jsonl.damaged")).unwrap();
+        assert_eq!(aside, [damaged1, damaged3].join(&b'\n').into_iter().chain([b'\n']).collect::<Vec<u8>>());
+        assert!(crate::notices::take()
+            .iter()
+            .any(|n| n.starts_with("2 damaged lines of history.jsonl were set aside")));
+
+        let rotating =
+            History::in_folder(dir.path(), Protection::Sealed(std::sync::Arc::new(KeyRing::new(&new, &[old]))));
+        rotating.reseal(Protection::sealed(&new)).unwrap();
+        assert_eq!(rotating.lines_under_other_keys().unwrap(), 0);
+        let after = History::in_folder(dir.path(), Protection::sealed(&new)).load().unwrap();
+        assert_eq!(after.iter().map(|e| e.at_ms).collect::<Vec<_>>(), vec![0, 2, 4, 5]);
     }
 
     /// A line written before exchanges kept their passages still reads back, with none.

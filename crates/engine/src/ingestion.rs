@@ -163,7 +163,7 @@ pub fn discover_files(paths: &[PathBuf], follow_links: bool) -> (Vec<PathBuf>, V
         match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => {
                 let root = canonical(path);
-                walk(path, &root, follow_links, &mut files, &mut missing)
+                walk(path, &root, follow_links, &mut files, &mut missing, &mut Default::default())
             }
             Ok(m) if m.is_file() => files.push(path.clone()),
             // A device, pipe or socket (/dev/zero, a FIFO): reading it could never end.
@@ -180,7 +180,21 @@ fn not_regular(file_type: &std::fs::FileType) -> String {
     format!("not a regular file or folder ({}); not read", quire_ingest::special_file_kind(file_type))
 }
 
-fn walk(dir: &Path, root: &Path, follow_links: bool, files: &mut Vec<PathBuf>, errors: &mut Vec<(PathBuf, String)>) {
+/// Adds the supported files under `dir` to `files`. Links are followed when they stay inside
+/// `root`, or when `follow_links` says so; a link out of it, to a file or a folder, is reported
+/// otherwise. `visited` holds the folders already walked (by their real path), so a link back
+/// to one of them ends there.
+fn walk(
+    dir: &Path,
+    root: &Path,
+    follow_links: bool,
+    files: &mut Vec<PathBuf>,
+    errors: &mut Vec<(PathBuf, String)>,
+    visited: &mut HashSet<PathBuf>,
+) {
+    if !visited.insert(canonical(dir)) {
+        return;
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => return errors.push((dir.to_path_buf(), format!("cannot read the folder: {e}"))),
@@ -192,40 +206,50 @@ fn walk(dir: &Path, root: &Path, follow_links: bool, files: &mut Vec<PathBuf>, e
         }
         let Ok(file_type) = entry.file_type() else { continue };
         if file_type.is_dir() {
-            walk(&path, root, follow_links, files, errors);
-            continue;
-        }
-        if !quire_ingest::is_supported(&path) {
+            walk(&path, root, follow_links, files, errors, visited);
             continue;
         }
         if file_type.is_file() {
-            files.push(path);
+            if quire_ingest::is_supported(&path) {
+                files.push(path);
+            }
             continue;
         }
         if !file_type.is_symlink() {
-            errors.push((path, not_regular(&file_type)));
+            if quire_ingest::is_supported(&path) {
+                errors.push((path, not_regular(&file_type)));
+            }
             continue;
         }
+        // A link: to a file (of a supported kind) or to a folder, whatever its own name.
         let target = match dunce::canonicalize(&path) {
             Ok(target) => target,
             Err(e) => {
-                errors.push((path, format!("a link that leads nowhere or to itself: {e}")));
+                if quire_ingest::is_supported(&path) {
+                    errors.push((path, format!("a link that leads nowhere or to itself: {e}")));
+                }
                 continue;
             }
         };
+        let metadata = std::fs::metadata(&target);
+        let is_dir = metadata.as_ref().is_ok_and(|m| m.is_dir());
+        if !is_dir && !quire_ingest::is_supported(&path) {
+            continue;
+        }
         if !follow_links && !target.starts_with(root) {
+            let what = if is_dir { "a link to the folder" } else { "a link to" };
             errors.push((
                 path,
                 format!(
-                    "a link to {}, outside the folder; not followed (`quire ingest --follow-links` follows such links)",
+                    "{what} {}, outside the folder; not followed (`quire ingest --follow-links` follows such links)",
                     target.display()
                 ),
             ));
             continue;
         }
-        match std::fs::metadata(&target) {
+        match metadata {
             Ok(m) if m.is_file() => files.push(path),
-            Ok(m) if m.is_dir() => {}
+            Ok(m) if m.is_dir() => walk(&path, root, follow_links, files, errors, visited),
             Ok(m) => errors.push((path, not_regular(&m.file_type()))),
             Err(e) => errors.push((path, format!("a link that leads nowhere or to itself: {e}"))),
         }

@@ -18,7 +18,8 @@ use quire_index::Protection;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-use crate::line_log::{sealed_line, LineLog, Locked};
+use crate::line_log::{sealed_line, LineLog, Locked, Readable};
+use quire_vault::VaultError;
 
 const FILE_NAME: &str = "ingest-queue.jsonl";
 const REWRITE_AFTER_LINES: usize = 5_000;
@@ -70,7 +71,14 @@ impl JobQueue {
     fn read(&mut self, lock: &Locked) -> Result<()> {
         self.jobs.clear();
         self.lines = 0;
-        for line in self.log.read(lock)?.lines() {
+        let protection = &self.protection;
+        let text = self.log.read(lock, |line| match protection.open(SEAL_CONTEXT, line) {
+            Ok(plain) if serde_json::from_str::<Job>(&plain).is_ok() => Readable::Yes,
+            Ok(_) | Err(VaultError::Damaged { .. }) => Readable::Damaged,
+            // Sealed under a key this process does not hold: kept for one that does.
+            Err(_) => Readable::Yes,
+        })?;
+        for line in text.lines() {
             self.lines += 1;
             let line = self.protection.open(SEAL_CONTEXT, line).unwrap_or_default();
             if let Ok(job) = serde_json::from_str::<Job>(&line) {
@@ -193,6 +201,28 @@ mod tests {
         assert_eq!(q.pending(), vec![PathBuf::from("/b")]);
         assert_eq!(q.failed().len(), 1);
         assert_eq!(q.failed()[0].reason.as_deref(), Some("the file is empty"));
+    }
+
+    /// A byte that is not text at the end of the queue (the probe's `printf '\\xff' >>`) and a
+    /// line of another shape in the middle are set aside; every job stays known.
+    #[test]
+    fn damaged_lines_do_not_stop_the_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
+        q.enqueue(&["/a".into(), "/b".into()]).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join(FILE_NAME)).unwrap();
+        f.write_all(b"{\"not\":\"a job\"}\n").unwrap();
+        q.finish(Path::new("/a"), JobState::Indexed, None).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join(FILE_NAME)).unwrap();
+        f.write_all(b"\xff").unwrap();
+
+        let mut q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
+        assert_eq!(q.pending(), vec![PathBuf::from("/b")]);
+        let aside = std::fs::read(dir.path().join(format!("{FILE_NAME}.damaged"))).unwrap();
+        assert_eq!(aside, b"{\"not\":\"a job\"}\n\xff\n");
+        q.enqueue(&["/c".into()]).unwrap();
+        let q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
+        assert_eq!(q.pending(), vec![PathBuf::from("/b"), PathBuf::from("/c")]);
     }
 
     #[test]

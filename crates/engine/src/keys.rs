@@ -92,6 +92,36 @@ impl Engine {
     }
 }
 
+/// Restores a collection's keys from a backup (`Vault::import`), refusing up front, with nothing
+/// changed, a backup that lacks a key the collection's documents or logs are sealed under (a
+/// backup made before a key rotation): imported, it would leave every command failing.
+pub async fn import_key_backup(
+    dir: &Path,
+    backup_json: &str,
+    backup_passphrase: &quire_vault::Secret,
+    access: &quire_vault::KeyAccess,
+) -> Result<quire_vault::KeyInfo> {
+    let held = quire_vault::store::backup_key_ids(backup_json)?;
+    let mut needed = KnowledgeBase::sealing_keys(dir).await?;
+    for name in ["ingest-queue.jsonl", "history.jsonl"] {
+        if let Ok(bytes) = std::fs::read(dir.join(name)) {
+            let text = String::from_utf8_lossy(&bytes);
+            needed.extend(text.lines().filter_map(quire_vault::Protection::sealed_by).map(str::to_owned));
+        }
+    }
+    let missing: Vec<&String> = needed.iter().filter(|k| !held.contains(k)).collect();
+    if !missing.is_empty() {
+        let list = |keys: &mut dyn Iterator<Item = &String>| keys.map(String::as_str).collect::<Vec<_>>().join(", ");
+        anyhow::bail!(
+            "this backup holds key {}, but the collection is sealed under key {}, which the backup does not \
+             hold (it was made before a key rotation); nothing was changed. Use a backup made after the last rotation",
+            list(&mut held.iter()),
+            list(&mut missing.into_iter())
+        );
+    }
+    Ok(quire_vault::Vault::import(dir, backup_json, backup_passphrase, access)?)
+}
+
 /// A collection whose key manifest (`vault.json`) is gone but whose tables or logs hold sealed
 /// data must not get a new key: the new manifest would name a new collection, and the user's key
 /// backup (of the old one) would then be refused. Nothing is written; the error says how to

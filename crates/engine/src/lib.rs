@@ -8,6 +8,7 @@ mod asking;
 mod config;
 pub mod context;
 pub mod conversation;
+mod disk_full;
 mod events;
 pub mod history;
 mod ingestion;
@@ -17,6 +18,7 @@ mod library;
 mod line_log;
 pub mod memory;
 mod models;
+mod notices;
 mod quotes;
 mod retrieval;
 pub mod watch;
@@ -32,6 +34,7 @@ use quire_index::KnowledgeBase;
 use quire_llm::Llm;
 
 pub use answer::RawAnswer;
+pub use asking::{check_question, QuestionTooLong, MAX_QUESTION_CHARS};
 pub use config::{
     collection_dir, collections, EngineConfig, DEFAULT_COLLECTION, DEFAULT_FOCUS_TOKENS, DEFAULT_MAX_ANSWER_TOKENS,
     DEFAULT_TOP_K,
@@ -40,7 +43,9 @@ pub use conversation::Turn;
 pub use events::{Answer, Cancel, Cancelled, Citation, Event, Source};
 pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
 pub use jobs::{Job, JobState};
+pub use keys::import_key_backup;
 pub use memory::MemoryBudget;
+pub use notices::take as take_notices;
 pub use quire_index::{DocumentRecord, SearchHit, SearchMode};
 pub use quire_ingest::isolate::Isolation;
 pub use quire_llm::decoder::Placement;

@@ -15,7 +15,13 @@ impl Engine {
     /// Removes a document by its path; returns whether it was in the knowledge base.
     pub async fn remove(&self, path: &Path) -> Result<bool> {
         let doc_id = ingestion::document_id(&self.kb, &ingestion::canonical(path));
-        self.kb.remove_document(&doc_id).await
+        self.remove_document(&doc_id).await
+    }
+
+    /// Removes a document by its id (`DocumentRecord::doc_id`, as the app lists them); returns
+    /// whether it was in the knowledge base. The one way documents leave it, whoever asks.
+    pub async fn remove_document(&self, doc_id: &str) -> Result<bool> {
+        self.kb.remove_document(doc_id).await
     }
 
     /// Works with the ingestion queue on disk.
@@ -105,7 +111,15 @@ impl Engine {
         cancel: &Cancel,
     ) -> Result<IngestReport> {
         let _writing = self.writing.lock().await;
-        ingestion::ingest(self, paths, on_event, cancel).await
+        ingestion::ingest(self, paths, on_event, cancel).await.map_err(|e| {
+            // Room for the files left (their text, its vectors, sealed) and for the compaction
+            // that rewrites the index once they are in.
+            let left: u64 =
+                self.pending_files().iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+            let index = crate::memory::folder_bytes(&self.config.data_dir);
+            let resume = "run `quire ingest` (or add the files again in the app) to go on from where it stopped";
+            crate::disk_full::explained(e, &self.config.data_dir, 2 * left + index, resume)
+        })
     }
 
     /// The stored document a chunk belongs to.

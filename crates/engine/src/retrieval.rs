@@ -39,7 +39,10 @@ impl Engine {
         Ok(ranked)
     }
 
+    /// The `limit` best passages for `query` in `mode`. An empty query is refused in every mode
+    /// (dense search would otherwise rank passages by their closeness to nothing).
     pub async fn search(&self, query: &str, mode: SearchMode, limit: usize) -> Result<Vec<SearchHit>> {
+        anyhow::ensure!(!query.trim().is_empty(), "the search is empty: give the words to search for");
         match mode {
             SearchMode::Dense => self.kb.search_dense(&self.embed_query(query).await?, limit, false).await,
             SearchMode::Bm25 => self.kb.search_bm25(query, limit).await,

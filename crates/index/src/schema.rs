@@ -146,6 +146,31 @@ impl KnowledgeBase {
             && table.count_rows(Some("sealed_by IS NOT NULL AND sealed_by NOT IN ('', 'plain')".into())).await? > 0)
     }
 
+    /// The keys the documents in the data folder `dir` are sealed under (none when plain or
+    /// empty), read without any key: for refusing a key backup that cannot open them.
+    pub async fn sealing_keys(dir: &Path) -> Result<std::collections::BTreeSet<String>> {
+        use futures::TryStreamExt;
+        use lancedb::query::{ExecutableQuery, QueryBase, Select};
+        let mut keys = std::collections::BTreeSet::new();
+        if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
+            return Ok(keys);
+        }
+        let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
+        let db = lancedb::connect(uri).execute().await?;
+        let table = db.open_table(DOCUMENTS).execute().await?;
+        if table.schema().await?.field_with_name("sealed_by").is_err() {
+            return Ok(keys);
+        }
+        let batches: Vec<RecordBatch> =
+            table.query().select(Select::columns(&["sealed_by"])).execute().await?.try_collect().await?;
+        for b in &batches {
+            let ids = str_col(b, "sealed_by")?;
+            keys.extend((0..b.num_rows()).filter(|&i| ids.is_valid(i)).map(|i| ids.value(i).to_owned()));
+        }
+        keys.retain(|k| !k.is_empty() && k != "plain");
+        Ok(keys)
+    }
+
     pub(crate) fn chunk_batch(&self, chunks: &[ChunkRecord]) -> Result<RecordBatch> {
         for c in chunks {
             anyhow::ensure!(

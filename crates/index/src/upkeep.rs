@@ -1,5 +1,7 @@
 //! Keeping the tables fast and small: the vector and BM25 indexes refreshed, files compacted,
-//! old versions pruned.
+//! old versions pruned. Each step is tried again when another process's commit beat it (two
+//! ingestions at once, the app beside `quire watch`): these steps only reorganise what is there,
+//! so planning them again over the newer version is always right.
 
 use anyhow::Result;
 use lancedb::index::vector::IvfHnswSqIndexBuilder;
@@ -22,14 +24,17 @@ impl KnowledgeBase {
         let has = |col: &str| indices.iter().any(|i| i.columns.iter().any(|c| c == col));
         let (has_fts, has_vector) = (has("terms"), has("vector"));
         if has_fts || has_vector {
-            self.chunks.optimize(OptimizeAction::Index(Default::default())).await?;
+            retried(|| self.chunks.optimize(OptimizeAction::Index(Default::default()))).await?;
         }
         if !has_fts {
-            self.chunks.create_index(&["terms"], Index::FTS(terms_index())).execute().await?;
+            retried(|| self.chunks.create_index(&["terms"], Index::FTS(terms_index())).execute()).await?;
         }
         if !has_vector && rows >= HNSW_MIN_ROWS {
-            let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine);
-            self.chunks.create_index(&["vector"], Index::IvfHnswSq(builder)).execute().await?;
+            retried(|| {
+                let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine);
+                self.chunks.create_index(&["vector"], Index::IvfHnswSq(builder)).execute()
+            })
+            .await?;
         }
         Ok(())
     }
@@ -39,7 +44,8 @@ impl KnowledgeBase {
     /// reading are kept by passing a `keep` longer than its reads.
     pub async fn optimize(&self, keep: std::time::Duration) -> Result<()> {
         for table in [&self.documents, &self.chunks] {
-            table.optimize(OptimizeAction::Compact { options: Default::default(), remap_options: None }).await?;
+            retried(|| table.optimize(OptimizeAction::Compact { options: Default::default(), remap_options: None }))
+                .await?;
         }
         self.prune(keep).await
     }
@@ -48,13 +54,14 @@ impl KnowledgeBase {
     pub async fn prune(&self, keep: std::time::Duration) -> Result<()> {
         let older_than = Duration::from_std(keep).unwrap_or(Duration::zero());
         for table in [&self.documents, &self.chunks] {
-            table
-                .optimize(OptimizeAction::Prune {
+            retried(|| {
+                table.optimize(OptimizeAction::Prune {
                     older_than: Some(older_than),
                     delete_unverified: None,
                     error_if_tagged_old_versions: None,
                 })
-                .await?;
+            })
+            .await?;
         }
         Ok(())
     }
@@ -67,4 +74,29 @@ impl KnowledgeBase {
     pub async fn has_vector_index(&self) -> Result<bool> {
         Ok(self.chunks.list_indices().await?.iter().any(|i| i.columns.iter().any(|c| c == "vector")))
     }
+}
+
+/// Tries for an upkeep step, the waits between them doubling from 50 ms (3 s in all).
+const UPKEEP_TRIES: u32 = 7;
+
+/// `step`, run again while another process's commit beats it (LanceDB's commit conflicts).
+async fn retried<T, F: std::future::Future<Output = lancedb::Result<T>>>(step: impl Fn() -> F) -> Result<T> {
+    let mut wait = std::time::Duration::from_millis(50);
+    for _ in 1..UPKEEP_TRIES {
+        match step().await {
+            Err(e) if is_commit_conflict(&e) => {
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            done => return Ok(done?),
+        }
+    }
+    Ok(step().await?)
+}
+
+/// A commit that lost to another process's (LanceDB says "Retryable commit conflict" or
+/// "Commit conflict"; its error types are not re-exported).
+fn is_commit_conflict(e: &lancedb::Error) -> bool {
+    matches!(e, lancedb::Error::Lance { source } if source.to_string().to_lowercase().starts_with("retryable commit conflict")
+        || source.to_string().starts_with("Commit conflict"))
 }

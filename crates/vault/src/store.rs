@@ -351,8 +351,13 @@ impl Vault {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| self.write_failed(e))?;
         }
-        write_private(&tmp, serde_json::to_string_pretty(&self.manifest).expect("serialisable").as_bytes())
-            .map_err(|e| self.write_failed(e))?;
+        write_private(&tmp, serde_json::to_string_pretty(&self.manifest).expect("serialisable").as_bytes()).map_err(
+            |e| {
+                // A full disk leaves no half-written (or empty) temporary file behind.
+                let _ = std::fs::remove_file(&tmp);
+                self.write_failed(e)
+            },
+        )?;
         Ok(tmp)
     }
 
@@ -401,6 +406,15 @@ struct Backup {
     collection: String,
     current: String,
     keys: Vec<BackupKey>,
+}
+
+/// The ids of the keys a backup holds, read without its passphrase (they are not secret).
+pub fn backup_key_ids(backup_json: &str) -> Result<Vec<String>, VaultError> {
+    let backup: Backup = serde_json::from_str(backup_json)
+        .ok()
+        .filter(|b: &Backup| b.format == BACKUP_FORMAT)
+        .ok_or_else(|| VaultError::Other("this is not a Quire key backup".into()))?;
+    Ok(backup.keys.into_iter().map(|k| k.id).collect())
 }
 
 #[derive(Serialize, Deserialize)]

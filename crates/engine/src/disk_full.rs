@@ -1,0 +1,57 @@
+//! A full disk, said so a person can act on it: which folder, how much room is free and about
+//! how much is needed, and how to go on. The data already written holds (LanceDB commits whole
+//! versions), so the remedy is always to free space and resume.
+
+use std::path::Path;
+
+/// Whether `e` comes from a disk (or quota) that is full, however deep the cause: LanceDB
+/// passes its storage layer's errors on as text, so the operating systems' words count too.
+pub(crate) fn is_disk_full(e: &anyhow::Error) -> bool {
+    let by_kind = e
+        .chain()
+        .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull));
+    let text = format!("{e:#}");
+    by_kind
+        || ["No space left on device", "Disk quota exceeded", "not enough space on the disk"]
+            .iter()
+            .any(|words| text.contains(words))
+}
+
+/// `e` said as a full disk, when it is one: the folder, the free space, about `needed` bytes
+/// more, and how to go on (`resume`); otherwise `e` as it is.
+pub(crate) fn explained(e: anyhow::Error, dir: &Path, needed: u64, resume: &str) -> anyhow::Error {
+    if !is_disk_full(&e) {
+        return e;
+    }
+    let free = fs2::available_space(dir).map(|b| format!("{} free", megabytes(b))).unwrap_or_else(|_| "no room".into());
+    anyhow::anyhow!(
+        "the disk that holds {} is full ({free}); Quire needs about {} more. Nothing stored so far is lost: \
+         free some space, then {resume}",
+        dir.display(),
+        megabytes(needed)
+    )
+}
+
+fn megabytes(bytes: u64) -> String {
+    format!("{:.0} MB", (bytes as f64 / 1e6).max(1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_told_with_its_folder_and_the_way_on() {
+        let full = anyhow::Error::from(std::io::Error::from_raw_os_error(28)).context("writing the chunks");
+        let lance_like =
+            anyhow::anyhow!("lance error: Unable to copy data to file: No space left on device (os error 28)");
+        let dir = tempfile::tempdir().unwrap();
+        for e in [full, lance_like] {
+            let said = explained(e, dir.path(), 3_000_000, "run `quire ingest` to resume").to_string();
+            assert!(said.starts_with(&format!("the disk that holds {} is full (", dir.path().display())), "{said}");
+            assert!(said.contains("needs about 3 MB more") && said.ends_with("run `quire ingest` to resume"), "{said}");
+        }
+        let other = explained(anyhow::anyhow!("permission denied"), dir.path(), 1, "x");
+        assert_eq!(other.to_string(), "permission denied");
+    }
+}
