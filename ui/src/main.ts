@@ -9,6 +9,8 @@ import { renderMemory } from "./memory";
 const tracker = new IngestTracker();
 let status: AppStatus | null = null;
 let historyShown = false;
+/** The document whose Remove was clicked once, and the timer that takes the question back. */
+let removalAsked: { docId: string; timer: number } | null = null;
 /** "Later" on the key backup offer: asked again at the next start. */
 let backupLater = false;
 let chat: Chat;
@@ -50,22 +52,29 @@ async function refreshStatus() {
     ...s.documents.map((d) => {
       const remove = el("button", { className: "small", text: "Remove", attrs: { type: "button", "aria-label": `Remove ${fileName(d.path)}` } });
       // Two clicks: the first asks (for a few seconds), the second removes. The file itself stays.
-      let armed: number | null = null;
+      // Which document asks is kept here, not in the button: the list is drawn again whenever
+      // the status changes (an ingestion, a watched folder), the question with it.
+      const asking = () => {
+        remove.textContent = "Remove?";
+        remove.classList.add("danger");
+        remove.title = "Click again to remove it from the library (the file itself is not touched)";
+      };
+      if (removalAsked?.docId === d.doc_id) asking();
       remove.addEventListener("click", async () => {
-        if (armed == null) {
-          remove.textContent = "Remove?";
-          remove.classList.add("danger");
-          remove.title = "Click again to remove it from the library (the file itself is not touched)";
-          armed = window.setTimeout(() => {
-            armed = null;
+        if (removalAsked?.docId !== d.doc_id) {
+          if (removalAsked) window.clearTimeout(removalAsked.timer);
+          const timer = window.setTimeout(() => {
+            removalAsked = null;
             remove.textContent = "Remove";
             remove.classList.remove("danger");
             remove.title = "";
           }, 4000);
+          removalAsked = { docId: d.doc_id, timer };
+          asking();
           return;
         }
-        window.clearTimeout(armed);
-        armed = null;
+        window.clearTimeout(removalAsked.timer);
+        removalAsked = null;
         await api.removeDocument(d.doc_id).catch((e) => alert(errorText(e)));
       });
       return el("li", { attrs: { title: d.path } }, el("span", { className: "doc-name", text: fileName(d.path) }), el("span", { className: "muted", text: `${counted(d.pages, "page")} · ${counted(d.chunks, "passage")}` }), remove);
