@@ -8,10 +8,9 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-use crate::line_log::{sealed_line, LineLog, Readable};
+use crate::line_log::{sealed_json, sealed_line, LineLog};
 use crate::{Answer, Citation, Source};
 use quire_index::Protection;
-use quire_vault::VaultError;
 
 /// One question and its answer as kept: with the passages the answer was written from, so an
 /// old answer's citations still open its own passages, after a restart too. Lines written before
@@ -60,12 +59,7 @@ impl History {
     }
 
     fn read(&self, lock: &crate::line_log::Locked) -> Result<String> {
-        self.log.read(lock, |line| match self.protection.open(SEAL_CONTEXT, line) {
-            Ok(plain) if serde_json::from_str::<Exchange>(&plain).is_ok() => Readable::Yes,
-            Ok(_) | Err(VaultError::Damaged { .. }) => Readable::Damaged,
-            // Sealed under a key this process does not hold: kept for one that does.
-            Err(_) => Readable::Yes,
-        })
+        self.log.read(lock, |line| sealed_json::<Exchange>(&self.protection, SEAL_CONTEXT, line))
     }
 
     fn exchanges(&self, text: &str) -> Vec<Exchange> {

@@ -18,8 +18,7 @@ use quire_index::Protection;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-use crate::line_log::{sealed_line, LineLog, Locked, Readable};
-use quire_vault::VaultError;
+use crate::line_log::{sealed_json, sealed_line, LineLog, Locked};
 
 const FILE_NAME: &str = "ingest-queue.jsonl";
 const REWRITE_AFTER_LINES: usize = 5_000;
@@ -72,12 +71,7 @@ impl JobQueue {
         self.jobs.clear();
         self.lines = 0;
         let protection = &self.protection;
-        let text = self.log.read(lock, |line| match protection.open(SEAL_CONTEXT, line) {
-            Ok(plain) if serde_json::from_str::<Job>(&plain).is_ok() => Readable::Yes,
-            Ok(_) | Err(VaultError::Damaged { .. }) => Readable::Damaged,
-            // Sealed under a key this process does not hold: kept for one that does.
-            Err(_) => Readable::Yes,
-        })?;
+        let text = self.log.read(lock, |line| sealed_json::<Job>(protection, SEAL_CONTEXT, line))?;
         for line in text.lines() {
             self.lines += 1;
             let line = self.protection.open(SEAL_CONTEXT, line).unwrap_or_default();

@@ -103,12 +103,7 @@ pub async fn import_key_backup(
 ) -> Result<quire_vault::KeyInfo> {
     let held = quire_vault::store::backup_key_ids(backup_json)?;
     let mut needed = KnowledgeBase::sealing_keys(dir).await?;
-    for name in ["ingest-queue.jsonl", "history.jsonl"] {
-        if let Ok(bytes) = std::fs::read(dir.join(name)) {
-            let text = String::from_utf8_lossy(&bytes);
-            needed.extend(text.lines().filter_map(quire_vault::Protection::sealed_by).map(str::to_owned));
-        }
-    }
+    needed.extend(keys_sealing_the_logs(dir));
     let missing: Vec<&String> = needed.iter().filter(|k| !held.contains(k)).collect();
     if !missing.is_empty() {
         let list = |keys: &mut dyn Iterator<Item = &String>| keys.map(String::as_str).collect::<Vec<_>>().join(", ");
@@ -130,11 +125,7 @@ pub(crate) async fn refuse_sealed_data_without_manifest(dir: &Path) -> Result<()
     if dir.join(quire_vault::store::MANIFEST).exists() {
         return Ok(());
     }
-    let sealed_log = ["ingest-queue.jsonl", "history.jsonl"].iter().any(|name| {
-        std::fs::read_to_string(dir.join(name))
-            .is_ok_and(|t| t.lines().any(|l| quire_vault::Protection::sealed_by(l).is_some()))
-    });
-    if sealed_log || KnowledgeBase::holds_sealed_data(dir).await? {
+    if !keys_sealing_the_logs(dir).is_empty() || KnowledgeBase::holds_sealed_data(dir).await? {
         anyhow::bail!(
             "the key manifest of this collection ({}) is missing, but the collection holds encrypted documents; \
              nothing was changed. Restore it from your key backup: `quire key import BACKUP-FILE` (or Settings → \
@@ -143,4 +134,17 @@ pub(crate) async fn refuse_sealed_data_without_manifest(dir: &Path) -> Result<()
         );
     }
     Ok(())
+}
+
+/// The keys the lines of the collection's logs (the ingestion queue, the history) are sealed
+/// under, read without any key; a damaged line's bytes do not hide the others.
+fn keys_sealing_the_logs(dir: &Path) -> std::collections::BTreeSet<String> {
+    let mut keys = std::collections::BTreeSet::new();
+    for name in ["ingest-queue.jsonl", "history.jsonl"] {
+        if let Ok(bytes) = std::fs::read(dir.join(name)) {
+            let text = String::from_utf8_lossy(&bytes);
+            keys.extend(text.lines().filter_map(quire_vault::Protection::sealed_by).map(str::to_owned));
+        }
+    }
+    keys
 }

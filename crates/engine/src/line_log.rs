@@ -142,6 +142,21 @@ pub(crate) enum Readable {
     Damaged,
 }
 
+/// What the reader of a log of sealed JSON values makes of `line`: read when it opens under
+/// `protection` and parses as a `T`; damaged when it cannot be opened by anyone (its seal
+/// broken) or does not parse; kept for later when sealed under a key this process lacks.
+pub(crate) fn sealed_json<T: serde::de::DeserializeOwned>(
+    protection: &Protection,
+    context: &str,
+    line: &str,
+) -> Readable {
+    match protection.open(context, line) {
+        Ok(plain) if serde_json::from_str::<T>(&plain).is_ok() => Readable::Yes,
+        Ok(_) | Err(quire_vault::VaultError::Damaged { .. }) => Readable::Damaged,
+        Err(_) => Readable::Yes,
+    }
+}
+
 /// Damaged lines moved out of a log: which log, where they went, how many.
 struct SetAside {
     log: PathBuf,

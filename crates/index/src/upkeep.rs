@@ -97,6 +97,7 @@ async fn retried<T, F: std::future::Future<Output = lancedb::Result<T>>>(step: i
 /// A commit that lost to another process's (LanceDB says "Retryable commit conflict" or
 /// "Commit conflict"; its error types are not re-exported).
 fn is_commit_conflict(e: &lancedb::Error) -> bool {
-    matches!(e, lancedb::Error::Lance { source } if source.to_string().to_lowercase().starts_with("retryable commit conflict")
-        || source.to_string().starts_with("Commit conflict"))
+    let lancedb::Error::Lance { source } = e else { return false };
+    let said = source.to_string();
+    said.starts_with("Retryable commit conflict") || said.starts_with("Commit conflict")
 }
