@@ -375,7 +375,9 @@ fn post(base: &str, path: &str, body: &Value) -> Value {
 
 fn smollm2_settings() -> Value {
     let tiny = quire_testkit::model(&quire_models::SMOLLM2);
-    json!({"target_model": tiny, "preload_model": true})
+    // The tiny model declines nearly everything: these tests are about the window, so every
+    // reply is an answer with citations.
+    json!({"target_model": tiny, "preload_model": true, "decline_unsupported": false})
 }
 
 /// The main flow a person follows: add documents, watch them index, ask, read the streamed
@@ -751,6 +753,41 @@ fn memory_prediction_matches_resident_memory_of_the_default_model() {
     assert!(weights > 1_000_000_000, "the 1.5B target's weights are counted: {weights}");
     assert!(error.abs() <= 0.10, "prediction {predicted} within 10% of RSS {rss}");
     app.screenshot("08-memory-default-model.png");
+}
+
+/// A question the documents do not answer, on the default answer model: the answer is the
+/// decline ("Your documents don't say"), with no citation markers, the passages read still
+/// listed in the sources pane.
+#[test]
+#[ignore = "full tier (scripts/test.sh --full): the default answer model"]
+fn an_out_of_scope_question_gets_the_decline_without_citations() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    quire_testkit::model(&quire_models::QWEN_1_5B);
+    let docs = quire_testkit::copy_samples(&["markdown"]);
+    let app = App::start(json!({"preload_model": true}));
+    app.wait_ready();
+    app.type_into("#add-path-input", docs.path().to_str().unwrap());
+    app.click("#add-path-button");
+    app.wait_until("the documents listed", Duration::from_secs(300), |a| {
+        let n = a.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64();
+        n.filter(|&n| n >= 3)
+    });
+    app.ask("What is the capital of France?", Duration::from_secs(300));
+    let shown = app.js(
+        "const e = [...document.querySelectorAll('.exchange')].pop(); \
+         return [e.classList.contains('declined'), e.querySelector('.answer-text').textContent, \
+                 e.querySelectorAll('.citation-marker').length, \
+                 document.querySelectorAll('#source-list .source').length, \
+                 document.querySelectorAll('#source-list mark').length];",
+        json!([]),
+    );
+    eprintln!("out-of-scope question: {shown}");
+    app.screenshot("14-declined.png");
+    assert_eq!(shown[0], json!(true), "shown as a decline: {shown}");
+    assert!(shown[1].as_str().unwrap().starts_with("Your documents don't say."), "{shown}");
+    assert_eq!(shown[2], json!(0), "no citation markers: {shown}");
+    assert!(shown[3].as_u64().unwrap() >= 1, "the passages read are listed: {shown}");
+    assert_eq!(shown[4], json!(0), "no quote marked: {shown}");
 }
 
 /// First start on a machine without the models: the window opens and says what is missing and

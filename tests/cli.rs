@@ -29,17 +29,23 @@ fn ask(home: &QuireHome, model: &str, question: &str) -> Value {
     let retrieved: Vec<&str> =
         answer["sources"].as_array().unwrap().iter().map(|s| s["chunk_id"].as_str().unwrap()).collect();
     let citations = answer["citations"].as_array().unwrap();
-    assert!(!citations.is_empty(), "at least one citation");
-    for c in citations {
-        assert!(
-            retrieved.contains(&c["chunk_id"].as_str().unwrap()),
-            "cited {} not among retrieved {retrieved:?}",
-            c["chunk_id"]
-        );
-    }
     // The raw model output is the constrained JSON.
     let raw: Value = serde_json::from_str(answer["raw"].as_str().unwrap()).expect("raw answer is JSON");
-    assert_eq!(raw["answer"], answer["text"]);
+    if answer["declined"].is_null() {
+        assert!(!citations.is_empty(), "at least one citation");
+        for c in citations {
+            assert!(
+                retrieved.contains(&c["chunk_id"].as_str().unwrap()),
+                "cited {} not among retrieved {retrieved:?}",
+                c["chunk_id"]
+            );
+        }
+        assert_eq!(raw["answer"], answer["text"]);
+    } else {
+        // A decline (the tiny model's answers often rest on nothing): it cites nothing and says so.
+        assert!(citations.is_empty(), "a decline cites nothing: {answer}");
+        assert!(answer["text"].as_str().unwrap().starts_with("Your documents don't say."), "{answer}");
+    }
     answer
 }
 
@@ -60,18 +66,21 @@ fn ingest_then_ask_with_the_tiny_model() {
         .unwrap_or_else(|| panic!("{err}"));
     let tokens = reading.strip_suffix(" prompt tokens").unwrap_or_else(|| panic!("{reading}"));
     assert!(err.contains(&format!("({tokens} prompt + ")), "{err}");
-    assert!(text(&out.stdout).contains("Sources:"), "{}", text(&out.stdout));
+    let said = text(&out.stdout);
+    assert!(said.contains("Sources:") || said.contains("Your documents don't say."), "{said}");
     // Missing models are named with the command that fetches them.
     let out = home.quire(&["ask", "--model", "/nonexistent/model.gguf", "hello"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("quire models fetch"), "{}", text(&out.stderr));
 }
 
-/// `quire eval answers` over the sample documents and their 44 questions, with `extra`
+/// `quire eval answers` over the sample documents and their 68 questions (24 of them not
+/// answered by the documents), with `extra`
 /// arguments; the report it wrote, after the checks every run must pass: the command succeeds,
-/// one record per question asked, every answer parses and cites only retrieved passages (the
-/// grammar guarantees both; anything less is a bug), and retrieval puts a gold page among the
-/// passages shown for at least 90 % of the questions asked.
+/// one record per question asked, every answer parses (the grammar guarantees it; anything less
+/// is a bug), every answer given cites at least one passage and only retrieved ones, a decline
+/// cites none, and retrieval puts a gold page among the passages shown for at least 90 % of the
+/// answerable questions asked.
 fn evaluate_answers(extra: &[&str]) -> Value {
     let home = QuireHome::new(QUIRE);
     let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/eval/sample-docs-answers.jsonl");
@@ -86,7 +95,15 @@ fn evaluate_answers(extra: &[&str]) -> Value {
     let summary = &report["summary"];
     assert_eq!(report["answers"].as_array().unwrap().len(), summary["questions"].as_u64().unwrap() as usize);
     assert_eq!(share(&report, "parsed"), 1.0, "every answer parses: {summary}");
-    assert_eq!(share(&report, "citations_retrieved"), 1.0, "citations only among retrieved passages: {summary}");
+    for a in report["answers"].as_array().unwrap() {
+        let citations = a["outcome"]["citations"].as_array().unwrap();
+        if a["outcome"]["declined"] == Value::Bool(true) {
+            assert!(citations.is_empty(), "a decline cites nothing: {a}");
+        } else {
+            assert!(!citations.is_empty(), "an answer cites: {a}");
+            assert!(citations.iter().all(|c| c["retrieved"] == Value::Bool(true)), "only retrieved passages: {a}");
+        }
+    }
     assert!(share(&report, "gold_retrieved") >= 0.9, "a gold page among the passages shown: {summary}");
     report
 }
@@ -105,8 +122,10 @@ fn answer_evaluation_slice_with_the_tiny_model() {
     assert_eq!(report["summary"]["questions"].as_u64(), Some(4), "{}", report["summary"]);
 }
 
-/// The answer evaluation of issue 6 on the default answer model: 44 questions over the sample
-/// documents whose answers were located by hand (tests/eval/sample-docs-answers.jsonl), asked
+/// The answer evaluation of issues 6 and 37 on the default answer model: 44 questions over the
+/// sample documents whose answers were located by hand and 24 they do not answer
+/// (tests/eval/sample-docs-answers.jsonl; measured 2026-12-04: 91.7 % declined, all 44 answered,
+/// no unsupported citation, 93.2 % gold pages), asked
 /// through the whole pipeline. Prints the report (recorded in BENCHMARKS.md) and holds what was
 /// reached: parse, retrieved-only citations, verbatim quotes and gold-page citations at their
 /// goals (gold pages measured 88.6 % with the relevant sentences, 84.1 % with whole passages;
@@ -119,10 +138,13 @@ fn answer_evaluation_on_the_sample_documents() {
     assert!(summary["questions"].as_u64().unwrap() >= 40, "{summary}");
     assert!(share(&report, "quotes_verbatim") >= QUOTE_GOAL, "quotes word for word: {summary}");
     assert!(share(&report, "cites_gold_page") >= GOLD_PAGE_FLOOR, "cite a gold page: {summary}");
-    // Each answer's record says what was cited, so a regression can be read from the report.
-    for a in report["answers"].as_array().unwrap() {
-        assert!(a["outcome"]["citations"].as_array().is_some_and(|c| !c.is_empty()), "{a}");
-    }
+    // Issue 37: questions the documents do not answer are declined, the others answered, and
+    // what is cited supports what is said.
+    assert!(summary["unanswerable"].as_u64().unwrap() >= 20, "{summary}");
+    assert!(share(&report, "declined_when_unanswerable") >= DECLINE_FLOOR, "declined when unanswerable: {summary}");
+    assert!(share(&report, "answered_when_answerable") >= ANSWER_FLOOR, "answered when answerable: {summary}");
+    assert!(share(&report, "unsupported_citations") <= UNSUPPORTED_CEILING, "unsupported citations: {summary}");
+    assert_eq!(share(&report, "label_quotes"), 0.0, "a quote that is only a number or label: {summary}");
 }
 
 /// The decoder's GPU code (candle tensors, the device's KV cache) on candle's CPU device, as CI
@@ -214,6 +236,11 @@ const QUOTE_GOAL: f64 = 0.95;
 /// (`answer::better_support`). A fall below it is a regression in retrieval, prompt, citation
 /// schema or support check.
 const GOLD_PAGE_FLOOR: f64 = 0.80;
+/// Issue 37's goals: unanswerable questions declined, answerable ones answered, citations that
+/// support their answers.
+const DECLINE_FLOOR: f64 = 0.90;
+const ANSWER_FLOOR: f64 = 0.95;
+const UNSUPPORTED_CEILING: f64 = 0.02;
 
 /// A question set whose evidence is not on its gold page is refused before any model runs: the
 /// scores would measure the dataset, not Quire.

@@ -237,9 +237,15 @@ fn the_local_api_answers_this_machine_with_its_token_only() {
     assert_eq!(status, 200, "{body}");
     let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
     let content = reply["choices"][0]["message"]["content"].as_str().unwrap();
-    // The tiny model's answer need not be right; the reply must carry its cited sources.
-    assert!(content.contains("Sources:\n[") && content.contains("README.md"), "{content}");
-    assert!(!reply["citations"].as_array().unwrap().is_empty());
+    // The tiny model's answer need not be right; the reply must carry its cited sources, or be
+    // a decline that names the documents read and cites nothing.
+    if reply["declined"] == serde_json::Value::Bool(true) {
+        assert!(content.starts_with("Your documents don't say.") && content.contains("README.md"), "{content}");
+        assert!(reply["citations"].as_array().unwrap().is_empty(), "{reply}");
+    } else {
+        assert!(content.contains("Sources:\n[") && content.contains("README.md"), "{content}");
+        assert!(!reply["citations"].as_array().unwrap().is_empty(), "{reply}");
+    }
 
     // Streamed: server-sent events ending in [DONE].
     let streamed = ask.replace("]}", "],\"stream\":true}");

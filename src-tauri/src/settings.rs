@@ -22,6 +22,9 @@ pub struct Settings {
     pub preload_model: bool,
     /// The local OpenAI-compatible API's port on 127.0.0.1; `None`: off (the default).
     pub local_api_port: Option<u16>,
+    /// Say "Your documents don't say" when they do not answer, withdrawing an answer none of its
+    /// cited passages supports (the default); off, every reply is the model's answer.
+    pub decline_unsupported: bool,
 }
 
 impl Default for Settings {
@@ -33,6 +36,7 @@ impl Default for Settings {
             watched_folders: Vec::new(),
             preload_model: true,
             local_api_port: None,
+            decline_unsupported: true,
         }
     }
 }

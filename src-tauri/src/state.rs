@@ -105,6 +105,7 @@ impl AppState {
             // the grammar and the passages, which measured faster on the CPU (ARCHITECTURE.md).
             draft_path: settings.draft_model.as_ref().map(PathBuf::from),
             loader: Some(quire_engine::Isolation::current_exe()?),
+            declines: settings.decline_unsupported,
             ..EngineConfig::new(
                 collection_dir(&self.home, &settings.collection)?,
                 quire_models::MINILM.location()?,

@@ -15,7 +15,7 @@ describe("answer view", () => {
     expect(v.root.querySelector(".answer-text")!.textContent).toBe("It is a search.");
     expect(v.updates).toBe(2);
     const cited = v.finish({
-      question: "q", text: "It is a search.", raw: "", sources: [],
+      question: "q", text: "It is a search.", raw: "", sources: [], declined: null,
       citations: [citation(2, "b", "ab", [1, 2]), citation(1, "a", "ab", [0, 1]), citation(2, "again", "ab", null)],
       stats: { prompt_tokens: 1, prompt_reused_tokens: 0, completion_tokens: 2, time_to_first_token: { secs: 1, nanos: 500_000_000 }, total_time: { secs: 2, nanos: 0 }, decode_tokens_per_sec: 10, prompt_tokens_per_sec: 5, finish_reason: "stop" },
       speculation: {
@@ -116,7 +116,7 @@ describe("answer view", () => {
   it("shows a past answer with markers for its own passages, or names them where none were kept", () => {
     const opened: number[] = [];
     const kept = {
-      question: "q", answer: "It is a search.", at_ms: 0,
+      question: "q", answer: "It is a search.", at_ms: 0, declined: null,
       citations: [{ number: 3, chunk_id: "doc:3", path: "/docs/old.pdf", page: 9, quote: "x", quote_range: [0, 1] as [number, number], passage: "x y" }],
       sources: [],
     };
@@ -129,5 +129,27 @@ describe("answer view", () => {
     const before = ExchangeView.past({ ...kept, citations: [{ ...kept.citations[0], chunk_id: "", quote_range: null, passage: "" }] }, () => {});
     expect(before.root.querySelector(".citation-marker")).toBeNull();
     expect(before.root.querySelector(".answer-meta")!.textContent).toBe("[3] old.pdf p. 9");
+  });
+
+  it("shows a decline as an answer: the streamed words withdrawn, no markers, the passages read", () => {
+    const v = new ExchangeView("What is the capital of France?", () => {});
+    const source = { number: 1, chunk_id: "doc:0", path: "/docs/4ti2.pdf", page: 56, start: 0, end: 4, text: "text", score: 1 };
+    v.onEvent({ type: "retrieved", sources: [source] });
+    v.onEvent({ type: "answer_delta", text: "Paris" });
+    const text = "Your documents don't say. The closest passages are from 4ti2.pdf (page 56).";
+    const stats = { prompt_tokens: 1, prompt_reused_tokens: 0, completion_tokens: 2, time_to_first_token: { secs: 1, nanos: 0 }, total_time: { secs: 2, nanos: 0 }, decode_tokens_per_sec: 10, prompt_tokens_per_sec: 5, finish_reason: "stop" };
+    const places = v.finish({
+      question: "q", text, raw: "", sources: [source], citations: [], stats, speculation: null,
+      declined: { about: "The closest passages are from 4ti2.pdf (page 56).", unsupported_answer: "Paris" },
+    });
+    expect(v.root.classList.contains("declined")).toBe(true);
+    expect(v.root.querySelector(".answer-text")!.textContent).toBe(text);
+    expect(v.root.querySelector(".withdrawn")!.textContent).toContain("Withdrawn: “Paris”");
+    expect(v.root.querySelectorAll(".citation-marker").length).toBe(0);
+    expect(places.map((p) => [p.number, p.cited])).toEqual([[1, false]]);
+    // From the history, the same.
+    const past = ExchangeView.past({ question: "q", answer: text, at_ms: 0, citations: [], sources: [source], declined: { about: "x", unsupported_answer: null } }, () => {});
+    expect(past.root.classList.contains("declined")).toBe(true);
+    expect(past.root.querySelector(".withdrawn")).toBeNull();
   });
 });

@@ -4,6 +4,7 @@
 // so an old answer's markers show its passages, not the latest answer's.
 import type { Answer, EngineEvent, Exchange } from "./api";
 import type { Citation } from "./bindings/Citation";
+import type { Declined } from "./bindings/Declined";
 import type { Source } from "./bindings/Source";
 import { el } from "./dom";
 import { fileName, location, splitByteRange } from "./format";
@@ -72,6 +73,7 @@ export class ExchangeView {
     this.text.textContent = answer.text;
     this.places = answerPlaces(answer.citations, answer.sources);
     this.showMarkers();
+    this.showDeclined(answer.declined);
     const s = answer.stats;
     const ttft = s.time_to_first_token.secs + s.time_to_first_token.nanos / 1e9;
     const spec = answer.speculation;
@@ -94,6 +96,7 @@ export class ExchangeView {
     const v = new ExchangeView(x.question, onMarker);
     v.text.textContent = x.answer;
     v.root.setAttribute("data-state", "history");
+    v.showDeclined(x.declined);
     if (x.citations.length && x.citations.every((c) => c.passage)) {
       v.places = answerPlaces(x.citations, x.sources);
       v.showMarkers();
@@ -102,6 +105,17 @@ export class ExchangeView {
       v.meta.textContent = x.citations.map((c) => `[${c.number}] ${fileName(c.path)}${c.page == null ? "" : ` p. ${c.page}`}`).join("  ");
     }
     return v;
+  }
+
+  /// A decline is an answer, shown as one: the documents do not say, nothing is cited, and a
+  /// streamed answer that no passage supported is replaced and named as withdrawn.
+  private showDeclined(declined: Declined | null | undefined): void {
+    this.root.classList.toggle("declined", !!declined);
+    this.root.querySelector(".withdrawn")?.remove();
+    if (declined?.unsupported_answer) {
+      const note = el("p", { className: "withdrawn muted", text: `Withdrawn: “${declined.unsupported_answer}”, which none of the passages it cited says.` });
+      this.text.after(note);
+    }
   }
 
   /// Marks this answer as the one whose passages the sources pane shows.

@@ -46,15 +46,38 @@ pub(crate) fn completion(id: &str, answer: &Answer) -> Value {
         "object": "chat.completion",
         "created": now_ms() / 1000,
         "model": MODEL_ID,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("{}\n\n{}", answer.text, sources_text(answer))}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content(answer)}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": answer.stats.prompt_tokens, "completion_tokens": answer.stats.completion_tokens,
                   "total_tokens": answer.stats.prompt_tokens + answer.stats.completion_tokens},
         "citations": answer.citations.iter().map(|c| json!({"number": c.number, "path": c.path, "page": c.page, "quote": c.quote})).collect::<Vec<_>>(),
+        "declined": answer.declined.is_some(),
     })
 }
 
+/// A whole reply's text: the answer and its sources, or a decline as it is.
+fn content(answer: &Answer) -> String {
+    match answer.declined {
+        Some(_) => answer.text.clone(),
+        None => format!("{}\n\n{}", answer.text, sources_text(answer)),
+    }
+}
+
+/// What a streamed reply ends with once the answer is in, after `streamed`: its sources; for a
+/// decline, the decline unless it is what streamed, said to replace a streamed answer that no
+/// passage supports.
+pub(crate) fn stream_tail(answer: &Answer, streamed: &str) -> String {
+    match &answer.declined {
+        None => format!("\n\n{}", sources_text(answer)),
+        Some(d) if d.unsupported_answer.is_some() => {
+            format!("\n\n(withdrawn: none of the passages it cited says this)\n\n{}", answer.text)
+        }
+        Some(_) if streamed.trim() == answer.text.trim() => String::new(),
+        Some(_) => format!("\n\n{}", answer.text),
+    }
+}
+
 /// The cited places, one line each: "[1] /path/file.pdf, p. 3: “quote”".
-pub(crate) fn sources_text(answer: &Answer) -> String {
+fn sources_text(answer: &Answer) -> String {
     let lines: Vec<String> = answer
         .citations
         .iter()

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::http::{error_body, read_request, respond, same_secret, HeadTooLarge};
-use crate::openai::{completion, now_ms, sources_text, ChatRequest, MODEL_ID};
+use crate::openai::{completion, now_ms, stream_tail, ChatRequest, MODEL_ID};
 
 /// Chat requests that may wait while another is answered.
 pub const MAX_WAITING: usize = 4;
@@ -183,7 +183,9 @@ impl Server {
                     .await
             })
         };
+        let mut streamed = String::new();
         while let Some(text) = rx.recv().await {
+            streamed.push_str(&text);
             let chunk = json!({"id": id, "object": "chat.completion.chunk", "created": now_ms() / 1000, "model": MODEL_ID,
                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}]});
             if out.write_all(format!("data: {chunk}\n\n").as_bytes()).await.is_err() {
@@ -191,7 +193,7 @@ impl Server {
             }
         }
         let tail = match asking.await? {
-            Ok(answer) => format!("\n\n{}", sources_text(&answer)),
+            Ok(answer) => stream_tail(&answer, &streamed),
             Err(_) if cancel.is_cancelled() => return Ok(()),
             Err(e) => format!("\n\n(error: {e:#})"),
         };

@@ -281,14 +281,22 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         let outcome = ask_one(&engine, case).await;
         let verdict = judge(case, &outcome);
         let mark = |ok: bool, label: &str| if ok { label.to_string() } else { format!("-{label}") };
+        let marks = if case.unanswerable {
+            format!("{} unanswerable {}", mark(verdict.parsed, "parse"), mark(verdict.declined, "declined"))
+        } else {
+            format!(
+                "{} {} {} {}{}",
+                mark(verdict.parsed, "parse"),
+                mark(outcome.gold_retrieved, "retrieved"),
+                mark(verdict.cites_gold_page, "page"),
+                mark(verdict.quotes_verbatim, "quote"),
+                if verdict.declined { " DECLINED" } else { "" }
+            )
+        };
         println!(
-            "[{:>2}/{}] {} {} {} {} {:>5.1} s {:>5.1} tok/s  {} → {}",
+            "[{:>2}/{}] {marks} {:>5.1} s {:>5.1} tok/s  {} → {}",
             i + 1,
             asked.len(),
-            mark(verdict.parsed, "parse"),
-            mark(outcome.gold_retrieved, "retrieved"),
-            mark(verdict.cites_gold_page, "page"),
-            mark(verdict.quotes_verbatim, "quote"),
             outcome.time_to_first_token_s,
             outcome.decode_tokens_per_s,
             case.question,
@@ -297,19 +305,35 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         for c in outcome.citations.iter().filter(|c| !c.quote_found) {
             println!("        quote not in the cited passage ({}, page {:?}): {:?}", c.path, c.page, c.quote);
         }
+        if verdict.unsupported_citation || verdict.label_quote {
+            let quotes: Vec<&str> = outcome.citations.iter().map(|c| c.quote.as_str()).collect();
+            println!("        a quote does not hold the answer's key terms: {quotes:?}");
+        }
+        if let Some(withdrawn) = &outcome.withdrawn {
+            println!("        withdrawn, no cited passage supports it: {withdrawn:?}");
+        }
         details.push(serde_json::json!({ "case": case, "outcome": outcome, "verdict": verdict }));
-        rows.push((outcome, verdict));
+        rows.push((*case, outcome, verdict));
     }
     let summary = report(&rows);
     let pct = |x: f64| format!("{:.1} %", 100.0 * x);
-    println!("\nquestions                          {}", summary.questions);
+    println!(
+        "\nquestions                          {} ({} answerable, {} not answered by the documents)",
+        summary.questions, summary.answerable, summary.unanswerable
+    );
     println!("answers that parse                 {}", pct(summary.parsed));
-    println!("citations all among retrieved      {}", pct(summary.citations_retrieved));
-    println!("cite the gold document             {}", pct(summary.cites_gold_document));
-    println!("cite a gold page                   {}", pct(summary.cites_gold_page));
-    println!("quotes found word for word         {}", pct(summary.quotes_verbatim));
-    println!("gold page among retrieved          {}", pct(summary.gold_retrieved));
-    println!("gold answer's words in the answer  {}", pct(summary.mean_gold_words));
+    println!("declined when unanswerable         {}", pct(summary.declined_when_unanswerable));
+    println!("answered when answerable           {}", pct(summary.answered_when_answerable));
+    println!("of the answers given:");
+    println!("  citations all among retrieved    {}", pct(summary.citations_retrieved));
+    println!("  quotes found word for word       {}", pct(summary.quotes_verbatim));
+    println!("  a citation not supporting        {}", pct(summary.unsupported_citations));
+    println!("  a quote only a number or label   {}", pct(summary.label_quotes));
+    println!("of the answerable questions:");
+    println!("  cite the gold document           {}", pct(summary.cites_gold_document));
+    println!("  cite a gold page                 {}", pct(summary.cites_gold_page));
+    println!("  gold page among retrieved        {}", pct(summary.gold_retrieved));
+    println!("  gold answer's words in answer    {}", pct(summary.mean_gold_words));
     println!("mean time to first token           {:.1} s", summary.mean_time_to_first_token_s);
     println!("mean decode speed                  {:.1} tokens/s", summary.mean_decode_tokens_per_s);
     if let Some(path) = &args.report {
@@ -402,6 +426,8 @@ async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
                 answer: Some(answer.text.clone()),
                 raw: Some(answer.raw.clone()),
                 error: None,
+                declined: answer.declined.is_some(),
+                withdrawn: answer.declined.as_ref().and_then(|d| d.unsupported_answer.clone()),
                 citations: answer
                     .citations
                     .iter()
@@ -423,6 +449,8 @@ async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
             answer: None,
             raw: None,
             error: Some(format!("{e:#}")),
+            declined: false,
+            withdrawn: None,
             citations: Vec::new(),
             gold_retrieved: false,
             time_to_first_token_s: 0.0,

@@ -544,6 +544,7 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
             .progress_chars("=> "),
     );
     let mut passages = 0;
+    let mut streamed = String::new();
     let answer = engine
         .ask(
             question,
@@ -565,6 +566,7 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
                         print!("{}", shown_text(&text));
                         let _ = std::io::stdout().flush();
                     }
+                    streamed.push_str(&text);
                 }
                 _ => {}
             },
@@ -578,17 +580,35 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
         println!();
         return Ok(ExitCode::SUCCESS);
     }
-    println!("\n");
-    println!("Sources:");
-    for c in &answer.citations {
-        println!("[{}] {}", c.number, location(&c.path, c.page));
-        let quoted = match c.quote_range {
-            Some((s, e)) => {
-                format!("…{}»{}«{}…", tail(&c.passage[..s], 80), &c.passage[s..e], head(&c.passage[e..], 80))
+    match &answer.declined {
+        Some(declined) => {
+            // The model's unsupported answer was already printed as it came: say it is withdrawn.
+            if declined.unsupported_answer.is_some() {
+                println!("\n\n(withdrawn: none of the passages it cited says this)");
             }
-            None => format!("\"{}\" (not found word for word in the passage)", c.quote),
-        };
-        println!("    {}", one_line(&quoted, 400));
+            if streamed.trim() != answer.text.trim() {
+                println!("\n{}", answer.text);
+            }
+            println!();
+            println!("Passages read:");
+            for s in &answer.sources {
+                println!("[{}] {}", s.number, location(&s.path, s.page));
+            }
+        }
+        None => {
+            println!("\n");
+            println!("Sources:");
+            for c in &answer.citations {
+                println!("[{}] {}", c.number, location(&c.path, c.page));
+                let quoted = match c.quote_range {
+                    Some((s, e)) => {
+                        format!("…{}»{}«{}…", tail(&c.passage[..s], 80), &c.passage[s..e], head(&c.passage[e..], 80))
+                    }
+                    None => format!("\"{}\" (not found word for word in the passage)", c.quote),
+                };
+                println!("    {}", one_line(&quoted, 400));
+            }
+        }
     }
     let reused = match answer.stats.prompt_reused_tokens {
         0 => String::new(),

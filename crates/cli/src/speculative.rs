@@ -175,7 +175,9 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
     for case in &asked {
         let hits = engine.retrieve(&case.question).await?;
         let retrieved = hits.len();
-        work_items.push(("rag", case.question.clone(), engine.answer_request(&case.question, &hits), retrieved));
+        let unmentioned = engine.unmentioned(&case.question, &hits).await?;
+        let request = engine.answer_request(&case.question, &hits, &unmentioned);
+        work_items.push(("rag", case.question.clone(), request, retrieved));
     }
     for (request, prompt) in chat.into_iter().zip(CHAT_PROMPTS) {
         work_items.push(("chat", prompt.to_string(), request, 0));

@@ -78,7 +78,9 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     let mut requests = Vec::new();
     for case in &cases {
         let hits = engine.retrieve(&case.question).await?;
-        requests.push((engine.answer_request(&case.question, &hits), engine.answer_request(FOLLOW_UP, &hits)));
+        let unmentioned = engine.unmentioned(&case.question, &hits).await?;
+        let fresh = engine.answer_request(&case.question, &hits, &unmentioned);
+        requests.push((fresh, engine.answer_request(FOLLOW_UP, &hits, &[])));
     }
     let mut rows: Vec<[Figure; 4]> = Vec::new();
     let mut different = Vec::new();

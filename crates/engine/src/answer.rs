@@ -16,12 +16,18 @@ numbered sources the user gives you. Reply with JSON: \"answer\" is a short, dir
 from the sources in their own words (the name, number, command or fact asked for, never a source's \
 number); \"citations\" lists the sources you used, each with its number in \"chunk\" and, \
 in \"quote\", a short passage copied word for word from that source that supports the answer. \
-If the sources do not contain the answer, say so in \"answer\" and cite the closest source.";
+If the sources do not answer the question, do not answer from your own knowledge: reply \
+{\"not_in_sources\": \"...\"} saying in a few words what the sources are about instead.";
 
 /// Most citations an answer may carry (keeps generation bounded).
 pub const MAX_CITATIONS: usize = 3;
 pub const MAX_ANSWER_CHARS: usize = 400;
 pub const MAX_QUOTE_CHARS: usize = 200;
+/// The longest "what the sources are about" of a decline.
+pub const MAX_ABOUT_CHARS: usize = 200;
+
+/// What a decline says first, in the app, `quire ask` and the local API alike.
+pub const DECLINE: &str = "Your documents don't say.";
 
 /// Short label of a source for the prompt and for people: file name and page.
 pub fn source_label(hit: &SearchHit) -> String {
@@ -86,7 +92,7 @@ fn prefix(text: &str, bytes: usize) -> &str {
 /// and its number is that source's. The quote comes
 /// first, so the number follows from the passage the model chose to copy: a citation cannot
 /// name a passage that was not retrieved, and its quote is in the passage it names, word for word.
-pub fn answer_schema(quotes: &[Vec<String>]) -> serde_json::Value {
+pub fn answer_schema(quotes: &[Vec<String>], declines: bool) -> serde_json::Value {
     let citations: Vec<serde_json::Value> = quotes
         .iter()
         .enumerate()
@@ -119,10 +125,7 @@ pub fn answer_schema(quotes: &[Vec<String>]) -> serde_json::Value {
     } else {
         json!({ "anyOf": citations })
     };
-    json!({
-        // llguidance options: fixed separators and no free whitespace between tokens, so a small
-        // model cannot wander off into blank lines; string lengths bound the output.
-        "x-guidance": { "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " },
+    let answer = json!({
         "type": "object",
         "properties": {
             "answer": { "type": "string", "maxLength": MAX_ANSWER_CHARS },
@@ -130,6 +133,21 @@ pub fn answer_schema(quotes: &[Vec<String>]) -> serde_json::Value {
         },
         "required": ["answer", "citations"],
         "additionalProperties": false
+    });
+    let decline = json!({
+        "type": "object",
+        "properties": { "not_in_sources": { "type": "string", "maxLength": MAX_ABOUT_CHARS } },
+        "required": ["not_in_sources"],
+        "additionalProperties": false
+    });
+    // An answer with its citations, or (`declines`) a decline that cites nothing: the first key
+    // chooses.
+    let replies = if declines { vec![answer, decline] } else { vec![answer] };
+    json!({
+        // llguidance options: fixed separators and no free whitespace between tokens, so a small
+        // model cannot wander off into blank lines; string lengths bound the output.
+        "x-guidance": { "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " },
+        "anyOf": replies
     })
 }
 
@@ -148,8 +166,7 @@ pub fn better_support(
 ) -> Option<(usize, String)> {
     use std::collections::HashSet;
     let set = |text: &str| terms(text).split_whitespace().map(str::to_owned).collect::<HashSet<String>>();
-    let asked = set(question);
-    let added: HashSet<String> = set(answer).into_iter().filter(|t| !asked.contains(t)).collect();
+    let added = added_terms(question, answer, &terms);
     if added.is_empty() || set(quote).intersection(&added).next().is_some() {
         return None;
     }
@@ -216,13 +233,17 @@ pub(crate) fn cite(
 }
 
 /// The passages a citation may quote from `text`: its sentences with whitespace collapsed, a
-/// sentence longer than `MAX_QUOTE_CHARS` cut at word boundaries, each once.
+/// sentence longer than `MAX_QUOTE_CHARS` cut at word boundaries, each once, each with at
+/// least two words that hold letters.
 pub fn quotable_spans(text: &str) -> Vec<String> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let mut spans: Vec<String> = Vec::new();
     let mut current = String::new();
+    // A quote is a span of words, not a page number, a lone figure or a one-word heading: at
+    // least two words with letters.
     let flush = |current: &mut String, spans: &mut Vec<String>| {
-        if current.chars().any(char::is_alphanumeric) && !spans.contains(current) {
+        let worded = current.split(' ').filter(|w| w.chars().any(char::is_alphabetic)).count();
+        if worded >= 2 && !spans.contains(current) {
             spans.push(std::mem::take(current));
         }
         current.clear();
@@ -256,8 +277,126 @@ pub struct RawAnswer {
     pub citations: Vec<RawCitation>,
 }
 
+/// What the model writes (`answer_schema`): an answer with citations, or a decline.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum RawReply {
+    Answer(RawAnswer),
+    Declined { not_in_sources: String },
+}
+
+/// The citations among `citations` that support `answer` to `question`: those whose quote
+/// shares a term (the index's analyser: stems, no stop words) with what the answer adds to the
+/// question; for an answer that adds nothing (a "yes"), those whose quote holds at least half
+/// of the question's terms. None when the question names something no document holds
+/// (`unmentioned`) and the answer is a bare yes or no, or says something of that thing: nothing
+/// in the documents can support either. Empty means the answer is withdrawn and declined (an
+/// answer from the model's own memory, or a quote that bears on nothing). Costs a few analyses
+/// of short texts: microseconds.
+pub fn supporting(
+    question: &str,
+    answer: &str,
+    unmentioned: &[String],
+    citations: Vec<Citation>,
+    terms: impl Fn(&str) -> String,
+) -> Vec<Citation> {
+    use std::collections::HashSet;
+    let set = |text: &str| terms(text).split_whitespace().map(str::to_owned).collect::<HashSet<String>>();
+    let asked = set(question);
+    let said = set(answer);
+    let added = added_terms(question, answer, &terms);
+    let unheld: HashSet<String> = unmentioned.iter().flat_map(|w| set(w)).collect();
+    if !unheld.is_empty() && (added.is_empty() || said.intersection(&unheld).next().is_some()) {
+        return Vec::new();
+    }
+    citations
+        .into_iter()
+        .filter(|c| {
+            let quoted = set(&c.quote);
+            if added.is_empty() {
+                2 * asked.intersection(&quoted).count() >= asked.len().max(1)
+            } else {
+                quoted.intersection(&added).next().is_some()
+            }
+        })
+        .collect()
+}
+
+/// What `answer` adds to `question`, as search terms (`terms`: the index's analyser, which
+/// blinds terms in an encrypted collection): its terms the question does not hold, less the
+/// words that say whether rather than what ("yes", "no"), which no passage need hold.
+fn added_terms(question: &str, answer: &str, terms: &impl Fn(&str) -> String) -> std::collections::HashSet<String> {
+    let set =
+        |text: &str| terms(text).split_whitespace().map(str::to_owned).collect::<std::collections::HashSet<String>>();
+    let aside: std::collections::HashSet<String> = set(question).into_iter().chain(set("yes no true false")).collect();
+    set(answer).into_iter().filter(|t| !aside.contains(t)).collect()
+}
+
+/// True when an answer only says that the sources do not hold what was asked ("None of the
+/// sources mentions Java."): a decline written where the answer goes, taken as one.
+pub fn says_not_in_sources(answer: &str) -> bool {
+    const SAYINGS: [&str; 9] = [
+        "none of the sources",
+        "the sources do not",
+        "the sources don't",
+        "the sources does not",
+        "sources provided do not",
+        "provided sources do not",
+        "not mentioned in the sources",
+        "not in the sources",
+        "no information",
+    ];
+    let answer = answer.to_lowercase().replace('’', "'");
+    SAYINGS.iter().any(|s| answer.contains(s))
+}
+
+/// The text of a decline: `DECLINE` and what the passages are about.
+pub fn declined_text(about: &str) -> String {
+    format!("{DECLINE} {about}")
+}
+
+/// What a decline says the passages are about, when the model did not say: their documents in
+/// rank order, each with its pages.
+pub fn about_sources(sources: &[Source]) -> String {
+    let mut documents: Vec<(String, Vec<u32>)> = Vec::new();
+    for s in sources {
+        let name = std::path::Path::new(&s.path)
+            .file_name()
+            .map_or_else(|| s.path.clone(), |n| n.to_string_lossy().into_owned());
+        let at = match documents.iter().position(|(n, _)| *n == name) {
+            Some(at) => at,
+            None => {
+                documents.push((name, Vec::new()));
+                documents.len() - 1
+            }
+        };
+        if let Some(p) = s.page.filter(|p| !documents[at].1.contains(p)) {
+            documents[at].1.push(p);
+        }
+    }
+    let named: Vec<String> = documents
+        .into_iter()
+        .map(|(name, mut pages)| {
+            pages.sort_unstable();
+            let pages: Vec<String> = pages.iter().map(u32::to_string).collect();
+            match pages.len() {
+                0 => name,
+                1 => format!("{name} (page {})", pages[0]),
+                _ => format!("{name} (pages {})", pages.join(", ")),
+            }
+        })
+        .collect();
+    let listed = match named.as_slice() {
+        [] => return "No passage was found.".into(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    };
+    format!("The closest passages are from {listed}.")
+}
+
 /// Pulls the value of the top-level `"answer"` string out of JSON that arrives piece by piece,
-/// decoding escapes, so the answer can be shown while the model is still writing it.
+/// decoding escapes, so the answer can be shown while the model is still writing it; a decline
+/// (`"not_in_sources"`) streams as `DECLINE` and its words.
 #[derive(Debug, Default)]
 pub struct AnswerTextStream {
     state: StreamState,
@@ -285,7 +424,12 @@ impl AnswerTextStream {
                 StreamState::Done => break,
                 StreamState::SeekingKey => {
                     self.prefix.push(c);
-                    if c == '"' && answer_value_opens(&self.prefix) {
+                    if c == '"' && value_opens(&self.prefix, "\"answer\"") {
+                        self.state = StreamState::InAnswer;
+                    } else if c == '"' && value_opens(&self.prefix, "\"not_in_sources\"") {
+                        // A decline streams as it will be shown: the sentence, then the model's words.
+                        out.push_str(DECLINE);
+                        out.push(' ');
                         self.state = StreamState::InAnswer;
                     }
                 }
@@ -340,13 +484,13 @@ impl AnswerTextStream {
     }
 }
 
-/// True when `prefix` ends with `"answer"`, optional spaces, `:`, optional spaces and `"` at the
-/// top level of the object.
-fn answer_value_opens(prefix: &str) -> bool {
+/// True when `prefix` ends with `key` (quoted), optional spaces, `:`, optional spaces and `"`,
+/// the key's first appearance (the top level of the object: it comes first).
+fn value_opens(prefix: &str, key: &str) -> bool {
     let t = prefix.trim_end_matches('"').trim_end();
     let Some(t) = t.strip_suffix(':') else { return false };
     let t = t.trim_end();
-    t.ends_with("\"answer\"") && !t[..t.len() - 8].contains("\"answer\"")
+    t.ends_with(key) && !t[..t.len() - key.len()].contains(key)
 }
 
 #[cfg(test)]
@@ -368,6 +512,13 @@ mod tests {
         }
         let parsed: RawAnswer = serde_json::from_str(raw).unwrap();
         assert_eq!(parsed.answer, want);
+    }
+
+    #[test]
+    fn a_decline_streams_as_it_is_shown() {
+        let raw = r#"{"not_in_sources": "FASTA \"options\""}"#;
+        assert_eq!(stream_in_pieces(raw, 2), format!("{DECLINE} FASTA \"options\""));
+        assert_eq!(declined_text("FASTA \"options\""), stream_in_pieces(raw, 5));
     }
 
     #[test]
@@ -397,8 +548,9 @@ mod tests {
     #[test]
     fn schema_ties_each_quote_to_the_source_it_comes_from() {
         let quotes = ["Tides follow the Moon.  Bread rises.", "@@ ##", "Lava is hot."].map(quotable_spans);
-        let schema = answer_schema(&quotes);
-        let branches = schema["properties"]["citations"]["items"]["anyOf"].as_array().unwrap();
+        let schema = answer_schema(&quotes, true);
+        let answer = &schema["anyOf"][0];
+        let branches = answer["properties"]["citations"]["items"]["anyOf"].as_array().unwrap();
         // The second source has nothing quotable: it cannot be cited.
         assert_eq!(branches.len(), 2);
         assert_eq!(branches[0]["properties"]["chunk"]["const"], 1);
@@ -407,6 +559,96 @@ mod tests {
         // The quote comes before the number.
         let keys: Vec<&String> = branches[1]["properties"].as_object().unwrap().keys().collect();
         assert_eq!(keys, ["quote", "chunk"]);
+        // The other way out: a decline, with what the sources are about and no citation.
+        let decline = &schema["anyOf"][1];
+        assert_eq!(decline["required"], json!(["not_in_sources"]));
+        assert_eq!(decline["properties"].as_object().unwrap().len(), 1);
+        let reply: RawReply = serde_json::from_str(r#"{"not_in_sources": "FASTA options"}"#).unwrap();
+        assert_eq!(reply, RawReply::Declined { not_in_sources: "FASTA options".into() });
+        let reply: RawReply = serde_json::from_str(r#"{"answer": "a", "citations": []}"#).unwrap();
+        assert!(matches!(reply, RawReply::Answer(_)));
+        // With declines off, only the answer.
+        assert_eq!(answer_schema(&quotes, false)["anyOf"].as_array().unwrap().len(), 1);
+    }
+
+    fn cited(quote: &str) -> Citation {
+        Citation {
+            number: 1,
+            chunk_id: "c".into(),
+            path: "/d/fasta_guide.pdf".into(),
+            page: Some(3),
+            quote: quote.into(),
+            quote_range: None,
+            passage: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_answer_no_cited_quote_supports_is_withdrawn() {
+        let support = |q: &str, a: &str, quotes: &[&str]| -> Vec<String> {
+            let citations = quotes.iter().map(|t| cited(t)).collect();
+            supporting(q, a, &[], citations, words).into_iter().map(|c| c.quote).collect()
+        };
+        // An answer from the model's memory: no quote holds it.
+        assert!(support("What is the capital of France?", "Paris", &["The remaining data is zero."]).is_empty());
+        // A quote holding what the answer adds stays; one that does not is dropped.
+        let q = "Which program runs a rigorous Smith-Waterman search?";
+        let kept = support(q, "ssearch36", &["Searches are run by ssearch36.", "Other options follow."]);
+        assert_eq!(kept, ["Searches are run by ssearch36."]);
+        // A yes or no adds nothing: the quote must hold half the question's terms.
+        let q = "Does notify work on Windows?";
+        assert_eq!(support(q, "Yes.", &["notify watches on Windows too."]).len(), 1);
+        assert!(support(q, "Yes, it works.", &["The FASTA programs are fast."]).is_empty());
+        // A question about something no document names: neither a bare "no" nor an answer that
+        // speaks of that thing rests on the documents; an answer about something else may.
+        let q = "Does the library have a Java interface?";
+        let quoted = || vec![cited("The library has a C interface and a Python interface.")];
+        let java = ["Java".to_string()];
+        assert!(supporting(q, "No.", &java, quoted(), words).is_empty());
+        assert!(supporting(q, "The Java interface wraps the C one.", &java, quoted(), words).is_empty());
+        assert_eq!(supporting(q, "It has a C and a Python interface.", &java, quoted(), words).len(), 1);
+        assert_eq!(supporting(q, "No.", &[], quoted(), words).len(), 1, "without the note, half the terms");
+        // In an encrypted collection the analyser blinds terms: "yes" is still no claim.
+        let blinded = |t: &str| words(t).split(' ').map(|w| format!("#{w}")).collect::<Vec<_>>().join(" ");
+        let says_yes = || vec![cited("Yes, it has a C interface.")];
+        assert!(supporting(q, "Yes.", &java, says_yes(), blinded).is_empty());
+    }
+
+    #[test]
+    fn an_answer_that_says_the_sources_do_not_say_is_a_decline() {
+        assert!(says_not_in_sources("None of the sources mentions: moons."));
+        assert!(says_not_in_sources("The sources don’t mention CUDA."));
+        assert!(says_not_in_sources("The provided sources do not answer this."));
+        assert!(!says_not_in_sources("ssearch36 runs a Smith-Waterman search."));
+        assert!(!says_not_in_sources("No"));
+    }
+
+    fn placed(path: &str, page: Option<u32>) -> Source {
+        Source {
+            number: 1,
+            chunk_id: "c".into(),
+            path: path.into(),
+            page,
+            start: 0,
+            end: 0,
+            text: String::new(),
+            score: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_decline_names_the_documents_read_in_rank_order() {
+        let sources = [
+            placed("/d/fasta_guide.pdf", Some(12)),
+            placed("/d/4ti2_manual.pdf", Some(56)),
+            placed("/d/fasta_guide.pdf", Some(3)),
+            placed("/d/md/notify-README.md", None),
+        ];
+        assert_eq!(
+            about_sources(&sources),
+            "The closest passages are from fasta_guide.pdf (pages 3, 12), 4ti2_manual.pdf (page 56) and notify-README.md."
+        );
+        assert_eq!(about_sources(&sources[1..2]), "The closest passages are from 4ti2_manual.pdf (page 56).");
     }
 
     /// Words, lowercased, as the terms of the test (the index's analyser does more).
@@ -449,6 +691,9 @@ mod tests {
         let rest = spans[2..].join(" ");
         assert_eq!(rest, format!("{long} Tail without stop First one."));
         assert_eq!(spans.iter().filter(|s| *s == "First one.").count(), 1);
+        // A page number, a lone figure or a one-word heading is no quote.
+        assert_eq!(quotable_spans("It ends here. 56"), ["It ends here."]);
+        assert!(quotable_spans("Installation. 3.14. Chapter 2.").is_empty());
         // Every span is found in the passage by the citation matcher.
         for s in &spans {
             assert!(crate::find_quote(&text, s).is_some(), "{s}");

@@ -10,7 +10,7 @@ use quire_llm::{GenerationRequest, Progress};
 
 use crate::history::Exchange;
 use crate::{
-    answer, context, conversation, Answer, Cancel, Cancelled, Engine, Event, RawAnswer, SearchHit, Source, Turn,
+    answer, context, conversation, Answer, Cancel, Cancelled, Declined, Engine, Event, SearchHit, Source, Turn,
 };
 
 /// The longest question taken, in characters: about 2,000 tokens of prose. A longer one would
@@ -88,7 +88,8 @@ impl Engine {
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
-        let request = self.answer_request_following(earlier, question, &hits);
+        let unmentioned = self.unmentioned(question, &hits).await?;
+        let request = self.answer_request_following(earlier, question, &hits, &unmentioned);
         let mut text_stream = answer::AnswerTextStream::default();
         let generated = llm
             .generate_detailed(
@@ -113,7 +114,7 @@ impl Engine {
         let (generation, speculation) = generated?;
         on_event(Event::AnswerFinished);
 
-        let raw: RawAnswer = serde_json::from_str(&generation.text).with_context(|| {
+        let raw: answer::RawReply = serde_json::from_str(&generation.text).with_context(|| {
             format!(
                 "the model's answer is not complete JSON (finish reason: {}); \
                  raise the answer length limit or ask a narrower question",
@@ -121,10 +122,40 @@ impl Engine {
             )
         })?;
         let terms = |text: &str| self.kb.blind_terms(text);
-        let citations = answer::cite(&raw, question, &sources, &hits, terms)?;
+        // A decline, the model's or the support check's, cites nothing and says what was found.
+        let (text, declined, citations) = match raw {
+            answer::RawReply::Declined { not_in_sources } => {
+                // Words of the model's own, else (nothing, or the prompt's "..." copied) the documents.
+                let about = match not_in_sources.trim() {
+                    said if said.chars().any(char::is_alphabetic) => said.to_owned(),
+                    _ => answer::about_sources(&sources),
+                };
+                (answer::declined_text(&about), Some(Declined { about, unsupported_answer: None }), Vec::new())
+            }
+            // "None of the sources mentions Java." is a decline, in the model's words.
+            answer::RawReply::Answer(raw) if self.config.declines && answer::says_not_in_sources(&raw.answer) => {
+                let about = raw.answer.trim().to_owned();
+                (answer::declined_text(&about), Some(Declined { about, unsupported_answer: None }), Vec::new())
+            }
+            answer::RawReply::Answer(raw) => {
+                let cited = answer::cite(&raw, question, &sources, &hits, terms)?;
+                let supporting = match self.config.declines {
+                    true => answer::supporting(question, &raw.answer, &unmentioned, cited, terms),
+                    false => cited,
+                };
+                if supporting.is_empty() {
+                    let about = answer::about_sources(&sources);
+                    let text = answer::declined_text(&about);
+                    (text, Some(Declined { about, unsupported_answer: Some(raw.answer) }), supporting)
+                } else {
+                    (raw.answer, None, supporting)
+                }
+            }
+        };
         let answer = Answer {
             question: question.into(),
-            text: raw.answer,
+            text,
+            declined,
             citations,
             sources,
             raw: generation.text,
@@ -162,14 +193,21 @@ impl Engine {
     /// this order): the prompt with each passage cut to `answer::PASSAGE_TOKENS` and, with
     /// `focus_tokens` set, only its sentences that bear on the question (`context`), carried on
     /// from the last prompt when the passages are its own; and the schema that holds citations
-    /// to the sentences shown.
-    pub fn answer_request(&self, question: &str, hits: &[SearchHit]) -> GenerationRequest {
-        self.answer_request_following(&[], question, hits)
+    /// to the sentences shown. The prompt names the question's words that no passage of the
+    /// collection holds (`unmentioned`).
+    pub fn answer_request(&self, question: &str, hits: &[SearchHit], unmentioned: &[String]) -> GenerationRequest {
+        self.answer_request_following(&[], question, hits, unmentioned)
     }
 
     /// `answer_request` for a question asked after `earlier` turns: the sentences shown are
     /// chosen for what the question is searched with, and the prompt shows the latest turns.
-    pub fn answer_request_following(&self, earlier: &[Turn], question: &str, hits: &[SearchHit]) -> GenerationRequest {
+    pub fn answer_request_following(
+        &self,
+        earlier: &[Turn],
+        question: &str,
+        hits: &[SearchHit],
+        unmentioned: &[String],
+    ) -> GenerationRequest {
         let shown = answer::fit_passages(hits, answer::PASSAGE_TOKENS, |text| self.count_tokens(text));
         let mut last = self.last_context.lock().unwrap_or_else(|p| p.into_inner());
         let reading = EngineReading(self);
@@ -179,8 +217,8 @@ impl Engine {
             carried.unwrap_or_else(|| context::Context::focus(&searched, shown, self.config.focus_tokens, &reading));
         let request = GenerationRequest {
             system: answer::SYSTEM_PROMPT.into(),
-            user: context.prompt(&conversation::earlier_text(earlier), question),
-            schema: Some(answer::answer_schema(&context.quotes())),
+            user: context.prompt(&conversation::earlier_text(earlier), question, unmentioned),
+            schema: Some(answer::answer_schema(&context.quotes(), self.config.declines)),
             max_tokens: self.config.max_answer_tokens,
             temperature: None,
         };

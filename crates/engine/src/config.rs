@@ -39,6 +39,10 @@ pub struct EngineConfig {
     /// Read, parse and chunk the next file while this one is embedded (off: one file after
     /// the other, as before; kept for `quire bench ingest --before`).
     pub read_ahead: bool,
+    /// Decline when the documents do not answer (`answer`: the model may say so, and an answer
+    /// that none of the passages it cites supports is withdrawn). Off: every reply is an answer
+    /// with citations, as the model wrote it (the settings file's `decline_unsupported`).
+    pub declines: bool,
 }
 
 /// Passages shown to the model per question. Three, not five: on the sample documents' question
@@ -117,6 +121,7 @@ impl EngineConfig {
             follow_links: false,
             embedder_pass: ForwardPass::from_env(),
             read_ahead: true,
+            declines: true,
         }
     }
 

@@ -139,7 +139,7 @@ impl Context {
     /// The user prompt: the numbered sections, then `earlier` (the conversation so far, as
     /// `conversation::earlier_text` gives it: after the sources, so a follow-up over them
     /// reuses their processed prompt), then the question.
-    pub fn prompt(&self, earlier: &str, question: &str) -> String {
+    pub fn prompt(&self, earlier: &str, question: &str, unmentioned: &[String]) -> String {
         let mut out = String::from(PROMPT_START);
         let mut labelled = HashSet::new();
         for section in &self.sections {
@@ -155,6 +155,10 @@ impl Context {
             out.push_str("\n\n");
         }
         out.push_str(earlier);
+        // Words of the question that no document holds: a sign the sources cannot answer it.
+        if !unmentioned.is_empty() {
+            out.push_str(&format!("None of the sources mentions: {}.\n", unmentioned.join(", ")));
+        }
         out.push_str(&format!("Question: {question}"));
         out
     }
@@ -419,7 +423,7 @@ mod tests {
         // Neighbours on both sides, and nothing from the far ends.
         assert!(quotes.iter().any(|q| q.contains("sentence 29 ")) && quotes.iter().any(|q| q.contains("sentence 31 ")));
         assert!(!quotes.iter().any(|q| q.contains("sentence 0 ") || q.contains("sentence 59 ")));
-        let prompt = context.prompt("", "Which program?");
+        let prompt = context.prompt("", "Which program?", &[]);
         assert!(prompt.starts_with("Sources:\n\n[1] (a.txt)\n… Filler") && prompt.contains(special), "{prompt}");
         assert!(prompt.ends_with(" …\n\nQuestion: Which program?"), "{prompt}");
         // Every quote the model may give is in the passage people see.
@@ -436,7 +440,7 @@ mod tests {
         assert_eq!(context.quotes()[0], ["Tides follow the Moon.", "Bread rises."]);
         assert!(context.quotes()[1][0].contains("sentence 0 "), "{:?}", context.quotes()[1]);
         assert!(context
-            .prompt("", "q")
+            .prompt("", "q", &[])
             .contains("[1] (s.txt)\nTides follow the Moon. Bread rises.\n\n[2] (l.txt)\nFiller"));
     }
 
@@ -481,12 +485,12 @@ mod tests {
         let b = long_passage("b", 60, 50, "Searches run faster with SSE2 vector instructions.");
         let first =
             Context::focus("What sets the gap open penalty?", vec![a.clone(), b.clone()], Some(FOCUS_TOKENS), &WORDS);
-        let first_prompt = first.prompt("", "What sets the gap open penalty?");
+        let first_prompt = first.prompt("", "What sets the gap open penalty?", &[]);
         let prefix = &first_prompt[..first_prompt.rfind("Question:").unwrap()];
 
         // Same passages: the old prompt kept, the new sentences after it.
         let next = first.follow_up("How do SSE2 instructions change speed?", &[a.clone(), b.clone()], &WORDS).unwrap();
-        let prompt = next.prompt("", "How do SSE2 instructions change speed?");
+        let prompt = next.prompt("", "How do SSE2 instructions change speed?", &[]);
         assert!(prompt.starts_with(prefix), "{prompt}");
         assert!(prompt[prefix.len()..].starts_with("[2] (b.txt, more)\n"), "{prompt}");
         assert!(next.quotes()[1].iter().any(|q| q.contains("SSE2")));
@@ -541,9 +545,12 @@ mod whole {
         let text = "First line.\nSecond  line, with spaces.\n\nA table: 1 2 3";
         let hit = SearchHit { chunk_id: "a".into(), path: "a.txt".into(), text: text.into(), ..Default::default() };
         let context = Context::focus("anything", vec![hit.clone()], None, &super::tests::WORDS);
-        assert_eq!(context.prompt("", "q"), format!("Sources:\n\n[1] (a.txt)\n{text}\n\nQuestion: q"));
+        assert_eq!(context.prompt("", "q", &[]), format!("Sources:\n\n[1] (a.txt)\n{text}\n\nQuestion: q"));
         assert_eq!(context.quotes()[0], quotable_spans(text));
         let next = context.follow_up("other", &[hit], &super::tests::WORDS).unwrap();
-        assert_eq!(next.prompt("", "other"), format!("Sources:\n\n[1] (a.txt)\n{text}\n\nQuestion: other"));
+        assert_eq!(next.prompt("", "other", &[]), format!("Sources:\n\n[1] (a.txt)\n{text}\n\nQuestion: other"));
+        // Words of the question no document holds are named just before it.
+        let noted = context.prompt("", "Which Docker image?", &["Docker".into()]);
+        assert!(noted.ends_with("\n\nNone of the sources mentions: Docker.\nQuestion: Which Docker image?"), "{noted}");
     }
 }

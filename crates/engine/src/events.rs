@@ -124,10 +124,24 @@ pub struct Citation {
     pub passage: String,
 }
 
+/// Why an answer is a decline: the retrieved passages do not answer the question, as the
+/// model said or as the support check found (`answer::supporting`).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, TS)]
+pub struct Declined {
+    /// What the passages found are about: the model's words, or their documents and pages.
+    pub about: String,
+    /// The answer the model wrote that no passage it cited supports, withdrawn (shown, if at
+    /// all, as that); none when the model itself declined.
+    pub unsupported_answer: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize, TS)]
 pub struct Answer {
     pub question: String,
+    /// The answer; for a decline, the sentence that says the documents do not answer it.
     pub text: String,
+    /// Set when the documents do not answer the question: `text` says so and nothing is cited.
+    pub declined: Option<Declined>,
     pub citations: Vec<Citation>,
     pub sources: Vec<Source>,
     pub raw: String,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::line_log::{sealed_json, sealed_line, LineLog};
-use crate::{Answer, Citation, Source};
+use crate::{Answer, Citation, Declined, Source};
 use quire_index::Protection;
 
 /// One question and its answer as kept: with the passages the answer was written from, so an
@@ -19,6 +19,9 @@ use quire_index::Protection;
 pub struct Exchange {
     pub question: String,
     pub answer: String,
+    /// Set when the answer was a decline (lines written before declines read back as answers).
+    #[serde(default)]
+    pub declined: Option<Declined>,
     pub citations: Vec<Citation>,
     /// Every passage retrieved for the answer, cited or not, numbered as the model saw them.
     #[serde(default)]
@@ -32,6 +35,7 @@ impl Exchange {
         Exchange {
             question: answer.question.clone(),
             answer: answer.text.clone(),
+            declined: answer.declined.clone(),
             citations: answer.citations.clone(),
             sources: answer.sources.clone(),
             at_ms,
@@ -107,6 +111,7 @@ mod tests {
         let e = Exchange {
             question: "q".into(),
             answer: "a".into(),
+            declined: None,
             citations: vec![Citation {
                 number: 1,
                 chunk_id: "c1".into(),
@@ -151,6 +156,8 @@ mod tests {
         let exchange = |i: i64| Exchange {
             question: format!("question {i}"),
             answer: "a".into(),
+            // A decline is kept as such.
+            declined: (i == 2).then(|| Declined { about: "FASTA options.".into(), unsupported_answer: None }),
             citations: vec![],
             sources: vec![],
             at_ms: i,
@@ -181,6 +188,8 @@ mod tests {
         assert_eq!(rotating.lines_under_other_keys().unwrap(), 0);
         let after = History::in_folder(dir.path(), Protection::sealed(&new)).load().unwrap();
         assert_eq!(after.iter().map(|e| e.at_ms).collect::<Vec<_>>(), vec![0, 2, 4, 5]);
+        let declined: Vec<i64> = after.iter().filter(|e| e.declined.is_some()).map(|e| e.at_ms).collect();
+        assert_eq!(declined, [2]);
     }
 
     /// A line written before exchanges kept their passages still reads back, with none.

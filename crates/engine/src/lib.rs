@@ -40,7 +40,7 @@ pub use config::{
     DEFAULT_TOP_K,
 };
 pub use conversation::Turn;
-pub use events::{Answer, Cancel, Cancelled, Citation, Event, Source};
+pub use events::{Answer, Cancel, Cancelled, Citation, Declined, Event, Source};
 pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
 pub use jobs::{Job, JobState};
 pub use keys::import_key_backup;

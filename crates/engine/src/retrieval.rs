@@ -50,6 +50,31 @@ impl Engine {
         }
     }
 
+    /// The words of `question` that no passage of the collection holds (as the index analyses
+    /// words: stems, stop words aside), in the question's order: "Docker" in a question about
+    /// documents that never say it. The prompt names them, so the model can see that the sources
+    /// cannot answer. A word in one of `hits` costs nothing; any other, one keyword lookup.
+    pub async fn unmentioned(&self, question: &str, hits: &[SearchHit]) -> Result<Vec<String>> {
+        use std::collections::HashSet;
+        let shown: HashSet<String> = hits
+            .iter()
+            .flat_map(|h| self.kb.blind_terms(&h.text).split(' ').map(str::to_owned).collect::<Vec<_>>())
+            .collect();
+        let mut unmentioned: Vec<String> = Vec::new();
+        for word in question.split_whitespace() {
+            let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+            let terms = self.kb.blind_terms(word);
+            if terms.is_empty() || terms.split(' ').any(|t| shown.contains(t)) || unmentioned.iter().any(|u| u == word)
+            {
+                continue;
+            }
+            if self.kb.search_bm25(word, 1).await?.is_empty() {
+                unmentioned.push(word.to_owned());
+            }
+        }
+        Ok(unmentioned)
+    }
+
     async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
         let embedder = self.embedder.clone();
         let q = query.to_owned();

@@ -6,6 +6,10 @@
 //! `pages` lists the pages that hold the answer (empty for formats without pages); `evidence`
 //! is text found on one of them, so a loader that numbers pages differently is caught before
 //! any score is computed.
+//!
+//! A question the documents do not answer: `{"question": …, "unanswerable": true, "document":
+//! "fasta_guide.pdf"}` (`document` the one it is closest to, so it is in the knowledge base);
+//! the right outcome is a decline.
 
 use std::path::Path;
 
@@ -15,8 +19,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct AnswerCase {
     pub question: String,
-    /// The answer a person would accept (short; compared word by word, for information only).
+    /// The answer a person would accept (short; compared word by word, for information only);
+    /// empty for an unanswerable question.
+    #[serde(default)]
     pub answer: String,
+    /// The documents do not answer it: Quire should decline.
+    #[serde(default)]
+    pub unanswerable: bool,
     pub document: String,
     #[serde(default)]
     pub pages: Vec<u32>,
@@ -40,6 +49,15 @@ pub fn load_answer_set(path: &Path) -> Result<Vec<AnswerCase>> {
         })?;
         if case.question.trim().is_empty() || case.document.trim().is_empty() {
             bail!("{} line {}: the question and the document must not be empty", path.display(), i + 1);
+        }
+        if case.unanswerable != case.answer.trim().is_empty()
+            || (case.unanswerable && (!case.pages.is_empty() || case.evidence.is_some()))
+        {
+            bail!(
+                "{} line {}: a question has an \"answer\", or is \"unanswerable\" with no answer, pages or evidence",
+                path.display(),
+                i + 1
+            );
         }
         cases.push(case);
     }
@@ -85,6 +103,12 @@ pub struct AnswerOutcome {
     /// The model's output as it came (JSON).
     pub raw: Option<String>,
     pub error: Option<String>,
+    /// Quire said the documents do not answer the question (`answer` holds what it said).
+    #[serde(default)]
+    pub declined: bool,
+    /// A declined answer's withdrawn text: what the model wrote that nothing it cited supports.
+    #[serde(default)]
+    pub withdrawn: Option<String>,
     pub citations: Vec<CitedPassage>,
     /// A gold page was among the retrieved passages shown to the model.
     pub gold_retrieved: bool,
@@ -96,6 +120,13 @@ pub struct AnswerOutcome {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct AnswerVerdict {
     pub parsed: bool,
+    /// Declined (for an unanswerable question, the right outcome; else a miss).
+    pub declined: bool,
+    /// Answered with a citation whose quote holds none of the answer's key terms (`supports`).
+    pub unsupported_citation: bool,
+    /// Answered with a quote that is only a number or a label (a page number, a heading of
+    /// one word) which the answer does not repeat.
+    pub label_quote: bool,
     pub citations_retrieved: bool,
     pub cites_gold_document: bool,
     pub cites_gold_page: bool,
@@ -106,9 +137,16 @@ pub struct AnswerVerdict {
 
 pub fn judge(case: &AnswerCase, outcome: &AnswerOutcome) -> AnswerVerdict {
     let Some(answer) = &outcome.answer else { return AnswerVerdict::default() };
+    if outcome.declined {
+        return AnswerVerdict { parsed: true, declined: true, ..AnswerVerdict::default() };
+    }
     let cited = &outcome.citations;
+    let terms = key_terms(answer, &case.question);
     AnswerVerdict {
         parsed: true,
+        declined: false,
+        unsupported_citation: cited.iter().any(|c| !supports(&c.quote, &terms)),
+        label_quote: cited.iter().any(|c| is_label(&c.quote, answer)),
         citations_retrieved: !cited.is_empty() && cited.iter().all(|c| c.retrieved),
         cites_gold_document: cited.iter().any(|c| case.is_gold_document(&c.path)),
         cites_gold_page: cited.iter().any(|c| case.is_gold_page(&c.path, c.page)),
@@ -117,16 +155,55 @@ pub fn judge(case: &AnswerCase, outcome: &AnswerOutcome) -> AnswerVerdict {
     }
 }
 
+/// Lower-cased runs of letters and digits.
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+}
+
+/// Words that carry no claim of their own.
+const STOP_WORDS: &[&str] = &[
+    "the", "and", "for", "are", "was", "were", "with", "that", "this", "these", "those", "from", "into", "which",
+    "what", "who", "when", "where", "how", "does", "did", "has", "have", "had", "can", "not", "yes", "but", "its",
+    "their", "there", "they", "you", "your", "use", "used", "uses", "using", "also", "only", "all", "any", "one",
+    "will", "would", "should", "may", "than", "then", "such", "each", "other", "about", "via", "both", "more",
+];
+
+/// The key terms of `answer` to `question`: its words that the question does not already hold,
+/// stop words aside, of three letters or more or holding a digit. What a quote must show for
+/// the answer to rest on it.
+pub fn key_terms(answer: &str, question: &str) -> Vec<String> {
+    let asked: std::collections::HashSet<String> = words(question).collect();
+    let mut terms: Vec<String> = words(answer)
+        .filter(|w| !asked.contains(w) && !STOP_WORDS.contains(&w.as_str()))
+        .filter(|w| w.chars().count() >= 3 || w.chars().any(|c| c.is_ascii_digit()))
+        .collect();
+    terms.dedup();
+    terms
+}
+
+/// True when `quote` holds one of `terms` (a word sharing its first five characters, so
+/// "slower" holds "slow" and "installs" holds "installed"), or there is no term to look for.
+pub fn supports(quote: &str, terms: &[String]) -> bool {
+    let stem = |w: &str| w.chars().take(5).collect::<String>();
+    let quoted: std::collections::HashSet<String> = words(quote).map(|w| stem(&w)).collect();
+    terms.is_empty() || terms.iter().any(|t| quoted.contains(&stem(t)))
+}
+
+/// True when `quote` is only a number or a label (fewer than two words with letters) that
+/// `answer` does not itself give.
+pub fn is_label(quote: &str, answer: &str) -> bool {
+    let lettered = words(quote).filter(|w| w.chars().any(char::is_alphabetic)).count();
+    let said: std::collections::HashSet<String> = words(answer).collect();
+    lettered < 2 && !words(quote).all(|w| said.contains(&w))
+}
+
 /// Share of `gold`'s words (lower-cased, letters and digits) that appear in `text`.
 pub fn word_overlap(gold: &str, text: &str) -> f64 {
-    let words = |s: &str| -> Vec<String> {
-        s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| w.to_lowercase()).collect()
-    };
-    let gold = words(gold);
+    let gold: Vec<String> = words(gold).collect();
     if gold.is_empty() {
         return 0.0;
     }
-    let have: std::collections::HashSet<String> = words(text).into_iter().collect();
+    let have: std::collections::HashSet<String> = words(text).collect();
     gold.iter().filter(|w| have.contains(*w)).count() as f64 / gold.len() as f64
 }
 
@@ -134,39 +211,69 @@ pub fn word_overlap(gold: &str, text: &str) -> f64 {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AnswerReport {
     pub questions: usize,
+    /// Of them, questions the documents answer and questions they do not.
+    pub answerable: usize,
+    pub unanswerable: usize,
     pub parsed: f64,
+    /// Shares of the unanswerable questions declined and of the answerable ones answered.
+    pub declined_when_unanswerable: f64,
+    pub answered_when_answerable: f64,
+    /// Shares of the answers given (not declined) with a citation whose quote does not hold the
+    /// answer's key terms, and with a quote that is only a number or a label.
+    pub unsupported_citations: f64,
+    pub label_quotes: f64,
+    // Shares of the answers given: every citation among the retrieved passages, every quote
+    // word for word in its passage.
     pub citations_retrieved: f64,
+    pub quotes_verbatim: f64,
+    // Shares of the answerable questions (a decline is a miss).
     pub cites_gold_document: f64,
     pub cites_gold_page: f64,
-    pub quotes_verbatim: f64,
     pub gold_retrieved: f64,
     pub mean_gold_words: f64,
     pub mean_time_to_first_token_s: f64,
     pub mean_decode_tokens_per_s: f64,
 }
 
-pub fn report(outcomes: &[(AnswerOutcome, AnswerVerdict)]) -> AnswerReport {
-    let n = outcomes.len();
-    if n == 0 {
-        return AnswerReport::default();
-    }
-    let share = |f: &dyn Fn(&AnswerOutcome, &AnswerVerdict) -> bool| {
-        outcomes.iter().filter(|(o, v)| f(o, v)).count() as f64 / n as f64
+/// The report over `outcomes`, each with the case it answers.
+pub fn report(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> AnswerReport {
+    type Row<'a> = &'a (&'a AnswerCase, AnswerOutcome, AnswerVerdict);
+    let rows = |keep: &dyn Fn(Row) -> bool| outcomes.iter().filter(|r| keep(r)).collect::<Vec<Row>>();
+    let share = |rows: &[Row], f: &dyn Fn(Row) -> bool| {
+        if rows.is_empty() {
+            0.0
+        } else {
+            rows.iter().filter(|r| f(r)).count() as f64 / rows.len() as f64
+        }
     };
-    let mean = |f: &dyn Fn(&AnswerOutcome, &AnswerVerdict) -> f64| {
-        outcomes.iter().map(|(o, v)| f(o, v)).sum::<f64>() / n as f64
+    let mean = |rows: &[Row], f: &dyn Fn(Row) -> f64| {
+        if rows.is_empty() {
+            0.0
+        } else {
+            rows.iter().map(|r| f(r)).sum::<f64>() / rows.len() as f64
+        }
     };
+    let all = rows(&|_| true);
+    let answerable = rows(&|(c, _, _)| !c.unanswerable);
+    let unanswerable = rows(&|(c, _, _)| c.unanswerable);
+    let answered = rows(&|(_, _, v)| v.parsed && !v.declined);
     AnswerReport {
-        questions: n,
-        parsed: share(&|_, v| v.parsed),
-        citations_retrieved: share(&|_, v| v.citations_retrieved),
-        cites_gold_document: share(&|_, v| v.cites_gold_document),
-        cites_gold_page: share(&|_, v| v.cites_gold_page),
-        quotes_verbatim: share(&|_, v| v.quotes_verbatim),
-        gold_retrieved: share(&|o, _| o.gold_retrieved),
-        mean_gold_words: mean(&|_, v| v.gold_words),
-        mean_time_to_first_token_s: mean(&|o, _| o.time_to_first_token_s),
-        mean_decode_tokens_per_s: mean(&|o, _| o.decode_tokens_per_s),
+        questions: all.len(),
+        answerable: answerable.len(),
+        unanswerable: unanswerable.len(),
+        parsed: share(&all, &|(_, _, v)| v.parsed),
+        declined_when_unanswerable: share(&unanswerable, &|(_, _, v)| v.declined),
+        answered_when_answerable: share(&answerable, &|(_, _, v)| v.parsed && !v.declined),
+        unsupported_citations: share(&answered, &|(_, _, v)| v.unsupported_citation),
+        label_quotes: share(&answered, &|(_, _, v)| v.label_quote),
+        citations_retrieved: share(&answered, &|(_, _, v)| v.citations_retrieved),
+        cites_gold_document: share(&answerable, &|(_, _, v)| v.cites_gold_document),
+        cites_gold_page: share(&answerable, &|(_, _, v)| v.cites_gold_page),
+        quotes_verbatim: share(&answered, &|(_, _, v)| v.quotes_verbatim),
+        gold_retrieved: share(&answerable, &|(_, o, _)| o.gold_retrieved),
+        mean_gold_words: mean(&answerable, &|(_, _, v)| v.gold_words),
+        mean_time_to_first_token_s: mean(&all, &|(_, o, _)| o.time_to_first_token_s),
+        mean_decode_tokens_per_s: mean(&all, &|(_, o, _)| o.decode_tokens_per_s),
     }
 }
 
@@ -178,6 +285,7 @@ mod tests {
         AnswerCase {
             question: "q".into(),
             answer: "glpk and gmp".into(),
+            unanswerable: false,
             document: document.into(),
             pages: pages.to_vec(),
             evidence: None,
@@ -185,7 +293,8 @@ mod tests {
     }
 
     fn cited(path: &str, page: Option<u32>, retrieved: bool, quote_found: bool) -> CitedPassage {
-        CitedPassage { path: path.into(), quote: "q".into(), passage: String::new(), page, retrieved, quote_found }
+        let quote = "You need the GLPK library.".into();
+        CitedPassage { path: path.into(), quote, passage: String::new(), page, retrieved, quote_found }
     }
 
     fn outcome(citations: Vec<CitedPassage>) -> AnswerOutcome {
@@ -193,6 +302,8 @@ mod tests {
             answer: Some("You need GLPK and GMP.".into()),
             raw: None,
             error: None,
+            declined: false,
+            withdrawn: None,
             citations,
             gold_retrieved: true,
             time_to_first_token_s: 2.0,
@@ -222,6 +333,9 @@ mod tests {
             good,
             AnswerVerdict {
                 parsed: true,
+                declined: false,
+                unsupported_citation: false,
+                label_quote: false,
                 citations_retrieved: true,
                 cites_gold_document: true,
                 cites_gold_page: true,
@@ -239,6 +353,9 @@ mod tests {
         );
         assert!(mixed.parsed && mixed.cites_gold_document);
         assert!(!mixed.cites_gold_page && !mixed.quotes_verbatim && !mixed.citations_retrieved);
+        // A decline is parsed and declined, and nothing else.
+        let declined = judge(&c, &AnswerOutcome { declined: true, ..outcome(vec![]) });
+        assert_eq!(declined, AnswerVerdict { parsed: true, declined: true, ..AnswerVerdict::default() });
         // An answer that did not parse counts as nothing.
         let failed = AnswerOutcome { answer: None, error: Some("not JSON".into()), ..outcome(vec![]) };
         assert_eq!(judge(&c, &failed), AnswerVerdict::default());
@@ -251,19 +368,49 @@ mod tests {
         let c = case("a.pdf", &[1]);
         let hit = outcome(vec![cited("/a.pdf", Some(1), true, true), cited("/b.pdf", Some(1), true, true)]);
         let miss = outcome(vec![cited("/b.pdf", Some(1), true, false)]);
-        let rows: Vec<_> = [hit.clone(), miss.clone(), miss, hit]
+        let declined =
+            AnswerOutcome { declined: true, answer: Some("Your documents don't say.".into()), ..outcome(vec![]) };
+        let unanswerable = AnswerCase { unanswerable: true, answer: String::new(), ..case("a.pdf", &[]) };
+        let cases = [&c, &c, &c, &c, &c, &unanswerable, &unanswerable];
+        let outcomes = [hit.clone(), miss.clone(), miss, hit, declined.clone(), declined, outcome(vec![])];
+        let rows: Vec<_> = cases
             .into_iter()
-            .map(|o| {
-                let v = judge(&c, &o);
-                (o, v)
+            .zip(outcomes)
+            .map(|(c, o)| {
+                let v = judge(c, &o);
+                (c, o, v)
             })
             .collect();
         let r = report(&rows);
-        assert_eq!(r.questions, 4);
-        assert_eq!(r.cites_gold_page, 0.5);
-        assert_eq!(r.quotes_verbatim, 0.5);
+        assert_eq!((r.questions, r.answerable, r.unanswerable), (7, 5, 2));
+        // Gold pages over the answerable questions (a decline is a miss), quotes over the answers.
+        assert_eq!(r.cites_gold_page, 2.0 / 5.0);
+        assert_eq!(r.quotes_verbatim, 2.0 / 5.0);
+        assert_eq!(r.answered_when_answerable, 4.0 / 5.0);
+        assert_eq!(r.declined_when_unanswerable, 0.5);
         assert_eq!(r.parsed, 1.0);
         assert_eq!(r.mean_time_to_first_token_s, 2.0);
+    }
+
+    #[test]
+    fn a_citation_supports_an_answer_when_its_quote_holds_a_key_term() {
+        let terms = key_terms("It is 2 - 5X slower than fasta36.", "How much slower than fasta36 is ssearch36?");
+        assert_eq!(terms, ["2", "5x"]);
+        assert!(supports("ssearch36 is only 2 - 5X slower than fasta36", &terms));
+        assert!(!supports("The remaining data is set by default to zero.", &terms));
+        // Words are matched by their first five characters: inflections count.
+        assert!(supports("sudo port install gmp", &key_terms("It is installed by MacPorts", "How?")));
+        // An answer that adds nothing to the question cannot be judged: not unsupported.
+        assert!(supports("anything", &key_terms("Yes, it does.", "Does it?")));
+        let c = case("4ti2_manual.pdf", &[44]);
+        let mut paris = outcome(vec![cited("/d/4ti2_manual.pdf", Some(56), true, true)]);
+        paris.answer = Some("Paris".into());
+        paris.citations[0].quote = "56".into();
+        let v = judge(&c, &paris);
+        assert!(v.unsupported_citation && v.label_quote, "{v:?}");
+        // A number the answer gives is a quote of its own.
+        assert!(!is_label("1.88", "The minimum supported Rust version is 1.88"));
+        assert!(!is_label("Install it with sudo port.", "sudo port"));
     }
 
     #[test]
@@ -284,6 +431,17 @@ mod tests {
         .unwrap();
         let err = load_answer_set(&f).unwrap_err().to_string();
         assert!(err.contains("line 3"), "{err}");
+        // An unanswerable question has no answer and no pages; an answerable one has an answer.
+        for bad in [
+            r#"{"question": "q", "unanswerable": true, "answer": "a", "document": "d.pdf"}"#,
+            r#"{"question": "q", "unanswerable": true, "document": "d.pdf", "pages": [2]}"#,
+            r#"{"question": "q", "document": "d.pdf"}"#,
+        ] {
+            std::fs::write(&f, bad).unwrap();
+            assert!(load_answer_set(&f).unwrap_err().to_string().contains("line 1"), "{bad}");
+        }
+        std::fs::write(&f, r#"{"question": "q", "unanswerable": true, "document": "d.pdf"}"#).unwrap();
+        assert!(load_answer_set(&f).unwrap()[0].unanswerable);
         std::fs::write(&f, "\n").unwrap();
         assert!(load_answer_set(&f).unwrap_err().to_string().contains("no questions"));
     }

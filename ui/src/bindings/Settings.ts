@@ -20,4 +20,9 @@ preload_model: boolean,
 /**
  * The local OpenAI-compatible API's port on 127.0.0.1; `None`: off (the default).
  */
-local_api_port: number | null, };
+local_api_port: number | null, 
+/**
+ * Say "Your documents don't say" when they do not answer, withdrawing an answer none of its
+ * cited passages supports (the default); off, every reply is the model's answer.
+ */
+decline_unsupported: boolean, };
