@@ -3,6 +3,8 @@
 //! the retrieved sources, the extractor that streams the answer text out of the JSON as it is
 //! generated, and the parser that turns the finished JSON into cited passages.
 
+use std::collections::HashSet;
+
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -164,8 +166,7 @@ pub fn better_support(
     sources: &[SearchHit],
     terms: impl Fn(&str) -> String,
 ) -> Option<(usize, String)> {
-    use std::collections::HashSet;
-    let set = |text: &str| terms(text).split_whitespace().map(str::to_owned).collect::<HashSet<String>>();
+    let set = |text: &str| term_set(text, &terms);
     let added = added_terms(question, answer, &terms);
     if added.is_empty() || set(quote).intersection(&added).next().is_some() {
         return None;
@@ -300,8 +301,7 @@ pub fn supporting(
     citations: Vec<Citation>,
     terms: impl Fn(&str) -> String,
 ) -> Vec<Citation> {
-    use std::collections::HashSet;
-    let set = |text: &str| terms(text).split_whitespace().map(str::to_owned).collect::<HashSet<String>>();
+    let set = |text: &str| term_set(text, &terms);
     let asked = set(question);
     let said = set(answer);
     let added = added_terms(question, answer, &terms);
@@ -325,11 +325,15 @@ pub fn supporting(
 /// What `answer` adds to `question`, as search terms (`terms`: the index's analyser, which
 /// blinds terms in an encrypted collection): its terms the question does not hold, less the
 /// words that say whether rather than what ("yes", "no"), which no passage need hold.
-fn added_terms(question: &str, answer: &str, terms: &impl Fn(&str) -> String) -> std::collections::HashSet<String> {
-    let set =
-        |text: &str| terms(text).split_whitespace().map(str::to_owned).collect::<std::collections::HashSet<String>>();
-    let aside: std::collections::HashSet<String> = set(question).into_iter().chain(set("yes no true false")).collect();
-    set(answer).into_iter().filter(|t| !aside.contains(t)).collect()
+fn added_terms(question: &str, answer: &str, terms: &impl Fn(&str) -> String) -> HashSet<String> {
+    let aside: HashSet<String> =
+        term_set(question, terms).into_iter().chain(term_set("yes no true false", terms)).collect();
+    term_set(answer, terms).into_iter().filter(|t| !aside.contains(t)).collect()
+}
+
+/// `text`'s search terms (`terms`: the index's analyser), each once.
+fn term_set(text: &str, terms: &impl Fn(&str) -> String) -> HashSet<String> {
+    terms(text).split_whitespace().map(str::to_owned).collect()
 }
 
 /// True when an answer only says that the sources do not hold what was asked ("None of the
