@@ -1169,3 +1169,42 @@ fn without_a_keychain_a_passphrase_protects_the_collection() {
         // back at a lock. The figures are printed for the log until it is.
     }
 }
+
+/// A 100 kB question (the probe's became a 24,539-token prompt that ran for minutes): the app
+/// refuses it within a second of Ask, says the limit, and keeps the window usable.
+#[test]
+fn a_question_too_long_is_refused_at_once_in_the_window() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    let app = App::start(smollm2_settings());
+    app.wait_ready();
+    let before = app.js("return document.querySelectorAll('.exchange').length;", json!([])).as_u64().unwrap();
+    // Set, not typed: 100 kB of keystrokes would take WebDriver minutes.
+    app.js(
+        "const q = document.getElementById('question'); q.value = 'why'.repeat(33333) + '?'; \
+         q.dispatchEvent(new Event('input', {bubbles: true}));",
+        json!([]),
+    );
+    let asked = Instant::now();
+    app.click("#ask-button");
+    let said = app.wait_until("the refusal", Duration::from_secs(30), |a| {
+        let v = a.js(
+            "const x = document.querySelectorAll('.exchange'); if (x.length <= arguments[0]) return null; \
+             const e = x[x.length - 1]; return [e.dataset.state, e.querySelector('.answer-meta').textContent];",
+            json!([before]),
+        );
+        let v = v.as_array()?.clone();
+        (v[0].as_str() == Some("error")).then(|| v[1].as_str().unwrap_or("").to_string())
+    });
+    let took = asked.elapsed();
+    eprintln!("a 100 kB question, refused after {took:?}: {said}");
+    app.screenshot("15-question-too-long.png");
+    assert!(said.contains("the question is 100000 characters long") && said.contains("8000 characters"), "{said}");
+    assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    // The question shown above the refusal stays inside its card (one unbroken word of 100 kB).
+    let fits = app.js(
+        "const e = [...document.querySelectorAll('.exchange')].pop(); const q = e.querySelector('.question'); \
+         return q.scrollWidth <= e.clientWidth && q.getBoundingClientRect().height < 400;",
+        json!([]),
+    );
+    assert_eq!(fits, json!(true), "the long question overflows its card");
+}

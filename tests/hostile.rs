@@ -593,3 +593,97 @@ fn a_question_too_long_is_refused_at_once() {
     assert!(said.contains("the question is 99999 characters long") && said.contains("up to 8000"), "{said}");
     assert!(took < Duration::from_secs(1), "refused after {took:?}");
 }
+
+/// Bytes overwritten at `offsets` of `file` (wrapped to its length).
+fn damage(file: &Path, offsets: &[usize]) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let len = bytes.len();
+    for &at in offsets {
+        for (i, b) in [0xde, 0xad, 0xbe, 0xef].into_iter().enumerate() {
+            bytes[(at + i) % len] = b;
+        }
+    }
+    std::fs::write(file, bytes).unwrap();
+}
+
+/// The data files of one table of the collection, or its newest manifest (LanceDB names
+/// manifests `u64::MAX - version`, so the newest sorts first).
+fn table_files(home: &QuireHome, table: &str, which: &str) -> Vec<std::path::PathBuf> {
+    let dir = home.data_dir().join(format!("{table}.lance")).join(which);
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.retain(|p| p.extension().is_some_and(|e| e == "lance" || e == "manifest"));
+    files.sort();
+    files
+}
+
+/// Damaged index files (the probe: bytes flipped in the chunk table's data files stopped every
+/// search with LanceDB's "corrupt file" error; 16 bytes in the newest manifest stopped every
+/// command, one of them with a panic): the damage is named with the way out, `quire check` says
+/// which table, and `quire repair` brings back the same top 10 as the collection had, from the
+/// documents on disk, keeping the damaged files aside.
+#[test]
+fn damaged_index_files_are_named_and_repaired_from_the_documents() {
+    let home = QuireHome::with_passphrase(QUIRE, "repair test");
+    let docs = tempfile::tempdir().unwrap();
+    write_notes(docs.path(), 12);
+    assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
+    let searches: [&[&str]; 2] = [
+        &["search", "heron feeding near the reed bed", "--mode", "bm25", "--limit", "10"],
+        &["search", "which animal was tagged", "--mode", "dense", "--limit", "10"],
+    ];
+    let reference: Vec<String> = searches.iter().map(|args| text(&home.quire(args).stdout)).collect();
+    let listed = text(&home.quire(&["list"]).stdout);
+    assert!(reference.iter().all(|r| r.contains("note-")) && listed.contains("12 documents"), "{listed}");
+    let check = home.quire(&["check"]);
+    assert!(check.status.success() && text(&check.stdout).contains("reads whole"), "{}", text(&check.stdout));
+
+    // 1. The chunk table's data files, damaged at several offsets.
+    for file in table_files(&home, "chunks", "data") {
+        let len = std::fs::metadata(&file).unwrap().len() as usize;
+        damage(&file, &[100, len / 2, len - 40]);
+    }
+    let search = home.quire(searches[0]);
+    assert!(!search.status.success());
+    // LanceDB's reading task panics on some of these bytes and prints it; Quire's last word is
+    // the way out.
+    let said = text(&search.stderr);
+    assert!(said.trim_end().ends_with("`quire check` says which, `quire repair` mends them"), "{said}");
+    let check = home.quire(&["check"]);
+    assert_eq!(check.status.code(), Some(1));
+    let said = text(&check.stdout);
+    assert!(said.contains("chunks     DAMAGED") && said.contains("documents  reads whole"), "{said}");
+    let repair = home.quire(&["repair"]);
+    assert!(repair.status.success(), "{}", text(&repair.stderr));
+    // Back to an older version (one from before the compaction, whose files are whole) or, with
+    // none, an empty table and the documents indexed again.
+    let said = text(&repair.stdout);
+    assert!(said.contains("chunks     back to version") || said.contains("chunks     no version read whole"), "{said}");
+    for (args, before) in searches.iter().zip(&reference) {
+        assert_eq!(&text(&home.quire(args).stdout), before, "{args:?} after the repair");
+    }
+    assert!(home.quire(&["check"]).status.success());
+
+    // 2. The documents table's newest manifest: 16 bytes at its start (LanceDB panics reading it).
+    let newest = table_files(&home, "documents", "_versions")[0].clone();
+    damage(&newest, &[0, 4, 8, 12]);
+    let list = home.quire(&["list"]);
+    assert!(!list.status.success());
+    let said = text(&list.stderr);
+    assert!(said.contains("the documents table cannot be opened") && said.contains("quire repair"), "{said}");
+    assert!(!said.contains("panicked"), "the panic is caught: {said}");
+    let check = home.quire(&["check"]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(text(&check.stdout).contains("documents  DAMAGED"), "{}", text(&check.stdout));
+    // The listing goes back to an older version; what it lacks is found in the versions before
+    // and indexed again (the chunks' vectors reused).
+    let repair = home.quire(&["repair", docs.path().to_str().unwrap()]);
+    assert!(repair.status.success(), "{}", text(&repair.stderr));
+    assert!(text(&repair.stdout).contains("the damaged files are in"), "{}", text(&repair.stdout));
+    assert_eq!(text(&home.quire(&["list"]).stdout), listed);
+    for (args, before) in searches.iter().zip(&reference) {
+        assert_eq!(&text(&home.quire(args).stdout), before, "{args:?} after the second repair");
+    }
+    // The damaged manifest is kept, not deleted.
+    let aside = home.data_dir().join("damaged");
+    assert!(quire_testkit::files_under(&aside).keys().any(|p| p.extension().is_some_and(|e| e == "manifest")));
+}

@@ -285,11 +285,12 @@ async fn answers(args: AnswersArgs) -> Result<()> {
             format!("{} unanswerable {}", mark(verdict.parsed, "parse"), mark(verdict.declined, "declined"))
         } else {
             format!(
-                "{} {} {} {}{}",
+                "{} {} {} {}{}{}",
                 mark(verdict.parsed, "parse"),
                 mark(outcome.gold_retrieved, "retrieved"),
                 mark(verdict.cites_gold_page, "page"),
                 mark(verdict.quotes_verbatim, "quote"),
+                if case.facts.is_empty() { String::new() } else { format!(" {}", mark(verdict.right_fact, "fact")) },
                 if verdict.declined { " DECLINED" } else { "" }
             )
         };
@@ -334,6 +335,11 @@ async fn answers(args: AnswersArgs) -> Result<()> {
     println!("  cite a gold page                 {}", pct(summary.cites_gold_page));
     println!("  gold page among retrieved        {}", pct(summary.gold_retrieved));
     println!("  gold answer's words in answer    {}", pct(summary.mean_gold_words));
+    if summary.with_facts > 0 {
+        println!("of the {} questions naming facts:", summary.with_facts);
+        println!("  the right fact                   {}", pct(summary.right_fact));
+        println!("  the right fact on a gold page    {}", pct(summary.right_fact_and_gold_page));
+    }
     println!("mean time to first token           {:.1} s", summary.mean_time_to_first_token_s);
     println!("mean decode speed                  {:.1} tokens/s", summary.mean_decode_tokens_per_s);
     if let Some(path) = &args.report {

@@ -59,6 +59,16 @@ enum Command {
     },
     /// The ingestion queue: files left queued by an interrupted run, and files that failed, why.
     Jobs,
+    /// Read the whole knowledge base and say whether any of its files is damaged (exit 1 if so).
+    Check,
+    /// Mend a damaged knowledge base: go back to the newest version of each table that reads
+    /// whole (damaged files are moved under `damaged/`, never deleted), then index again from
+    /// the documents on disk what that version lacks.
+    Repair {
+        /// Files or folders to index again besides the documents the collection still lists
+        /// (needed when the list of documents itself was lost).
+        paths: Vec<PathBuf>,
+    },
     /// Compact the knowledge base's files and delete old versions; prints the size before and after.
     Optimize,
     /// Ask a question; the answer streams in, then its sources (file, page, passage).
@@ -172,6 +182,7 @@ fn main() -> ExitCode {
     // When started as a loader child process, this loads one file and exits.
     quire_ingest::isolate::serve_if_worker();
     quire_ingest::quiet_parser_panics();
+    quire_index::quiet_caught_panics();
     let cli = Cli::parse();
     if let Some(home) = &cli.home {
         // Every path below derives from QUIRE_HOME; set it once for the whole process.
@@ -185,7 +196,11 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", shown_text(&format!("{e:#}")));
+            let said = format!("{e:#}");
+            eprintln!("error: {}", shown_text(quire_index::plain_damage(&said)));
+            if quire_index::looks_damaged(&said) && !said.contains(quire_index::REPAIR_ADVICE) {
+                eprintln!("{}", quire_index::REPAIR_ADVICE);
+            }
             ExitCode::FAILURE
         }
     }
@@ -215,6 +230,8 @@ async fn run(command: Command) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Check => check().await,
+        Command::Repair { paths } => repair(paths).await,
         Command::Optimize => {
             let config = existing_collection()?;
             let dir = config.data_dir.clone();
@@ -494,6 +511,78 @@ fn summarise(report: &quire_engine::IngestReport) -> ExitCode {
         }
         ExitCode::from(SOME_FILES_FAILED)
     }
+}
+
+/// Prints each table's state; whether all read whole.
+fn print_checks(checks: &[quire_index::TableCheck]) -> bool {
+    for c in checks {
+        match (&c.damage, c.rows) {
+            (None, Some(rows)) => {
+                println!("{:<10} reads whole: {rows} rows (version {})", c.table, c.version.unwrap_or(0))
+            }
+            (damage, _) => println!("{:<10} DAMAGED: {}", c.table, shown(damage.as_deref().unwrap_or("unreadable"))),
+        }
+    }
+    checks.iter().all(|c| c.damage.is_none())
+}
+
+async fn check() -> Result<ExitCode> {
+    let config = existing_collection()?;
+    println!("checking {}", shown(&config.data_dir.display().to_string()));
+    let checks = quire_index::check_tables(&config.data_dir).await?;
+    if print_checks(&checks) {
+        println!("the knowledge base reads whole");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("`quire repair` mends it: it goes back to the newest version that reads whole and indexes again, from the documents on disk, what that version lacks");
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+async fn repair(paths: Vec<PathBuf>) -> Result<ExitCode> {
+    let config = existing_collection()?;
+    let dir = config.data_dir.clone();
+    let repairs = quire_index::repair_tables(&dir).await?;
+    let documents_lost = repairs.iter().any(|r| r.table == "documents" && r.mend != quire_index::Mend::Sound);
+    for r in &repairs {
+        let aside =
+            r.moved_to.as_ref().map(|p| format!("; the damaged files are in {}", shown(&p.display().to_string())));
+        let done = match &r.mend {
+            quire_index::Mend::Sound => "reads whole, left as it is".to_string(),
+            quire_index::Mend::WentBack { manifests: 0, version } => {
+                format!("back to version {version}, the newest that reads whole")
+            }
+            quire_index::Mend::WentBack { manifests, version } => {
+                format!("back to version {version} ({manifests} newest versions could not be read and were set aside)")
+            }
+            quire_index::Mend::SetAside => "no version read whole: it starts again empty".to_string(),
+        };
+        println!("{:<10} {done}{}", r.table, aside.unwrap_or_default());
+    }
+    let engine = Engine::open(config).await?;
+    let bar = progress_bar();
+    let (forgotten, report) = {
+        let mut on_event = |event: Event| show_ingest_event(&bar, event);
+        engine.reindex_after_repair(&paths, documents_lost, &mut on_event, &Cancel::new()).await?
+    };
+    bar.finish_and_clear();
+    if forgotten > 0 {
+        println!(
+            "{forgotten} documents had lost their chunks or their listing and were indexed again from their files"
+        );
+    }
+    let code = summarise(&report);
+    if documents_lost && paths.is_empty() && engine.documents().await?.is_empty() {
+        println!(
+            "the list of documents was lost with the damaged files and nothing else names them: \
+             give the folders to index again, `quire repair <folders>` (the vectors kept are reused)"
+        );
+    }
+    drop(engine);
+    let whole = print_checks(&quire_index::check_tables(&dir).await?);
+    anyhow::ensure!(whole, "the knowledge base still does not read whole after the repair");
+    println!("the knowledge base reads whole");
+    Ok(code)
 }
 
 async fn watch(folders: Vec<PathBuf>, follow_links: bool) -> Result<ExitCode> {

@@ -228,6 +228,22 @@ impl Context {
         if most > 0.0 {
             scores.iter_mut().flatten().for_each(|s| *s /= most);
         }
+        // "What does X do?": the sentences with X, the question's rarest term, as their subject
+        // (among their first words: "ssearch36 performs…", "A coprocess is…") define or first
+        // describe it, and weigh a half more than a side detail naming it later.
+        if asks_what_a_thing_is(question) {
+            let rarest = frequency.iter().min_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0))).map(|(t, _)| t.to_string());
+            if let Some(rarest) = rarest {
+                for (passage, spans) in scores.iter_mut().zip(&self.spans) {
+                    for (score, span) in passage.iter_mut().zip(spans) {
+                        let opening: String = span.split_whitespace().take(SUBJECT_WORDS).collect::<Vec<_>>().join(" ");
+                        if reading.terms(&opening).split_whitespace().any(|t| t == rarest) {
+                            *score += DEFINITION_BONUS;
+                        }
+                    }
+                }
+            }
+        }
         if let Some(closeness) = closeness {
             let mut sorted: Vec<f32> = closeness.iter().flatten().cloned().collect();
             sorted.sort_by(f32::total_cmp);
@@ -239,6 +255,29 @@ impl Context {
             }
         }
         scores
+    }
+}
+
+/// How many of a sentence's first words may hold the thing a "what is / what does" question
+/// asks about for the sentence to count as defining it, and what that adds to its score.
+const SUBJECT_WORDS: usize = 4;
+const DEFINITION_BONUS: f32 = 0.5;
+
+/// True for a question asking what something is, does or is for ("What does ssearch36 do?",
+/// "What is the notify crate for?", "What is a coprocess?").
+fn asks_what_a_thing_is(question: &str) -> bool {
+    let words: Vec<String> =
+        question.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    match words.as_slice() {
+        [what, verb, ..] if what == "what" && matches!(verb.as_str(), "is" | "are") => {
+            // "What is the maximum length…" asks for a value, not what a thing is: only short
+            // questions or those ending "for" / "used for".
+            words.len() <= 5 || words.last().is_some_and(|w| w == "for")
+        }
+        [what, verb, .., last] if what == "what" && matches!(verb.as_str(), "does" | "do") => {
+            matches!(last.as_str(), "do" | "does" | "provide" | "provides" | "offer")
+        }
+        _ => false,
     }
 }
 
@@ -477,6 +516,29 @@ mod tests {
             None,
         );
         assert!(scores[0][2] > scores[0][0] && scores[0][0] > 0.0, "{scores:?}");
+    }
+
+    #[test]
+    fn asked_what_a_thing_does_the_sentence_it_opens_outweighs_a_side_detail() {
+        let text = "Some programs use a PSSM file with ssearch36 to improve sensitivity. \
+                    ssearch36 performs a rigorous Smith-Waterman search of a database.";
+        let context = Context::focus("q", vec![passage("a", text)], Some(FOCUS_TOKENS), &WORDS);
+        let asked = context.scores("What does the ssearch36 program do?", &WORDS, None);
+        assert!(asked[0][1] > asked[0][0], "{asked:?}");
+        // Any other question: the term counts the same wherever it stands.
+        let other = context.scores("Which file improves ssearch36?", &WORDS, None);
+        assert!(other[0][0] >= other[0][1], "{other:?}");
+        for (question, defining) in [
+            ("What does the ssearch36 program do?", true),
+            ("What is the notify crate for?", true),
+            ("What is a coprocess?", true),
+            ("What does notify provide?", true),
+            ("What is the maximum length of source lines in the GNU standards?", false),
+            ("What does the special parameter $! expand to?", false),
+            ("Which program runs a search?", false),
+        ] {
+            assert_eq!(asks_what_a_thing_is(question), defining, "{question}");
+        }
     }
 
     #[test]

@@ -122,6 +122,50 @@ impl Engine {
         })
     }
 
+    /// After `quire_index::repair_tables` brought the tables back to versions that read whole:
+    /// documents whose chunks the repair lost (fewer stored than their row counts) are
+    /// forgotten, then every listed document that is still on disk, and `more` (files and
+    /// folders the person names), is indexed again. When the documents table itself went back
+    /// (`documents_lost`), the documents any readable older version lists count as listed.
+    /// Unchanged files with all their chunks are skipped; chunks left without a document are
+    /// removed by the ingestion, their vectors reused. Returns how many documents were indexed
+    /// again for lost chunks or a lost listing, and the ingestion's report.
+    pub async fn reindex_after_repair(
+        &self,
+        more: &[PathBuf],
+        documents_lost: bool,
+        on_event: &mut (dyn FnMut(Event) + Send),
+        cancel: &Cancel,
+    ) -> Result<(usize, IngestReport)> {
+        let listed = self.kb.documents().await?;
+        let documents = if documents_lost { self.kb.documents_in_any_version().await? } else { listed.clone() };
+        let mut forgotten = documents.len() - listed.len().min(documents.len());
+        let mut stored: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+        for key in self.kb.chunk_keys().await? {
+            *stored.entry(key.doc_id).or_default() += 1;
+        }
+        for doc in &listed {
+            if stored.get(&doc.doc_id).copied().unwrap_or(0) != doc.chunks {
+                self.kb.remove_document(&doc.doc_id).await?;
+                forgotten += 1;
+            }
+        }
+        let mut paths: Vec<PathBuf> = documents.iter().map(|d| PathBuf::from(&d.path)).filter(|p| p.exists()).collect();
+        if documents_lost {
+            // The ingestion queue's log still names the files it handled since it was last
+            // rewritten: another trace of a lost listing.
+            paths.extend(self.job_list().into_iter().map(|j| PathBuf::from(j.path)).filter(|p| p.exists()));
+        }
+        paths.extend(more.iter().cloned());
+        paths.sort();
+        paths.dedup();
+        let report =
+            if paths.is_empty() { IngestReport::default() } else { self.ingest(&paths, on_event, cancel).await? };
+        // The indexes of a version gone back to, or of a table started afresh.
+        self.kb.refresh_indexes().await?;
+        Ok((forgotten, report))
+    }
+
     /// The stored document a chunk belongs to.
     pub async fn document_of_chunk(&self, chunk_id: &str) -> Result<Option<DocumentRecord>> {
         match quire_index::parse_chunk_id(chunk_id) {

@@ -460,7 +460,8 @@ async fn a_giant_line_is_chunked_within_bounds_and_answers_still_work() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_follow_up_is_searched_and_answered_in_its_conversation() {
     let data = tempfile::tempdir().unwrap();
-    let engine = answering_the_markdown_samples(data.path(), 200).await;
+    // Room for the list of platforms the prompt asks for (all of them).
+    let engine = answering_the_markdown_samples(data.path(), 400).await;
     let (first, follow_up) = ("What is keyring-rs?", "Which platforms does it support?");
     let file = |path: &str| std::path::Path::new(path).file_name().unwrap().to_string_lossy().into_owned();
     // Alone, the follow-up finds another README: what the conversation has to change.

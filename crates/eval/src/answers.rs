@@ -10,6 +10,10 @@
 //! A question the documents do not answer: `{"question": …, "unanswerable": true, "document":
 //! "fasta_guide.pdf"}` (`document` the one it is closest to, so it is in the knowledge base);
 //! the right outcome is a decline.
+//!
+//! `"facts": ["SIGTTIN", "five minutes|5 minutes"]` (optional) names what a right answer must
+//! say: every entry, each a choice of spellings split by `|`, found in the answer (case aside,
+//! not inside a longer word). Questions with facts are scored "right fact" beside gold page.
 
 use std::path::Path;
 
@@ -31,6 +35,9 @@ pub struct AnswerCase {
     pub pages: Vec<u32>,
     #[serde(default)]
     pub evidence: Option<String>,
+    /// What a right answer must say (see the module's comment); empty: not scored.
+    #[serde(default)]
+    pub facts: Vec<String>,
 }
 
 pub fn load_answer_set(path: &Path) -> Result<Vec<AnswerCase>> {
@@ -47,14 +54,17 @@ pub fn load_answer_set(path: &Path) -> Result<Vec<AnswerCase>> {
                 i + 1
             )
         })?;
+        if case.facts.iter().any(|f| f.split('|').any(|choice| choice.trim().is_empty())) {
+            bail!("{} line {}: a fact (or one of its |-separated spellings) is empty", path.display(), i + 1);
+        }
         if case.question.trim().is_empty() || case.document.trim().is_empty() {
             bail!("{} line {}: the question and the document must not be empty", path.display(), i + 1);
         }
         if case.unanswerable != case.answer.trim().is_empty()
-            || (case.unanswerable && (!case.pages.is_empty() || case.evidence.is_some()))
+            || (case.unanswerable && (!case.pages.is_empty() || case.evidence.is_some() || !case.facts.is_empty()))
         {
             bail!(
-                "{} line {}: a question has an \"answer\", or is \"unanswerable\" with no answer, pages or evidence",
+                "{} line {}: a question has an \"answer\", or is \"unanswerable\" with no answer, pages, evidence or facts",
                 path.display(),
                 i + 1
             );
@@ -133,6 +143,8 @@ pub struct AnswerVerdict {
     pub quotes_verbatim: bool,
     /// Share of the gold answer's words found in the answer (0..=1).
     pub gold_words: f64,
+    /// The answer says every one of the case's facts (false when the case names none).
+    pub right_fact: bool,
 }
 
 pub fn judge(case: &AnswerCase, outcome: &AnswerOutcome) -> AnswerVerdict {
@@ -152,7 +164,25 @@ pub fn judge(case: &AnswerCase, outcome: &AnswerOutcome) -> AnswerVerdict {
         cites_gold_page: cited.iter().any(|c| case.is_gold_page(&c.path, c.page)),
         quotes_verbatim: !cited.is_empty() && cited.iter().all(|c| c.quote_found),
         gold_words: word_overlap(&case.answer, answer),
+        right_fact: !case.facts.is_empty() && case.facts.iter().all(|fact| says(answer, fact)),
     }
+}
+
+/// True when `text` says `fact`: one of its `|`-separated spellings, case aside, not inside a
+/// longer word ("2" is not found in "128", "ENV" is found in "BASH_ENV").
+pub fn says(text: &str, fact: &str) -> bool {
+    let text = text.to_lowercase();
+    fact.split('|').map(|choice| choice.trim().to_lowercase()).any(|choice| {
+        text.match_indices(&choice).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + choice.len()..].chars().next();
+            let starts_word = choice.chars().next().is_some_and(char::is_alphanumeric);
+            let ends_word = choice.chars().next_back().is_some_and(char::is_alphanumeric);
+            let glued_before = starts_word && before.is_some_and(char::is_alphanumeric);
+            let glued_after = ends_word && after.is_some_and(char::is_alphanumeric);
+            !glued_before && !glued_after
+        })
+    })
 }
 
 /// Lower-cased runs of letters and digits.
@@ -231,6 +261,11 @@ pub struct AnswerReport {
     pub cites_gold_page: f64,
     pub gold_retrieved: f64,
     pub mean_gold_words: f64,
+    /// Of the answerable questions that name facts (`with_facts` of them): shares whose answer
+    /// says them all, and that do so citing a gold page.
+    pub with_facts: usize,
+    pub right_fact: f64,
+    pub right_fact_and_gold_page: f64,
     pub mean_time_to_first_token_s: f64,
     pub mean_decode_tokens_per_s: f64,
 }
@@ -257,6 +292,7 @@ pub fn report(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Answe
     let answerable = rows(&|(c, _, _)| !c.unanswerable);
     let unanswerable = rows(&|(c, _, _)| c.unanswerable);
     let answered = rows(&|(_, _, v)| v.parsed && !v.declined);
+    let with_facts = rows(&|(c, _, _)| !c.unanswerable && !c.facts.is_empty());
     AnswerReport {
         questions: all.len(),
         answerable: answerable.len(),
@@ -272,6 +308,9 @@ pub fn report(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Answe
         quotes_verbatim: share(&answered, &|(_, _, v)| v.quotes_verbatim),
         gold_retrieved: share(&answerable, &|(_, o, _)| o.gold_retrieved),
         mean_gold_words: mean(&answerable, &|(_, _, v)| v.gold_words),
+        with_facts: with_facts.len(),
+        right_fact: share(&with_facts, &|(_, _, v)| v.right_fact),
+        right_fact_and_gold_page: share(&with_facts, &|(_, _, v)| v.right_fact && v.cites_gold_page),
         mean_time_to_first_token_s: mean(&all, &|(_, o, _)| o.time_to_first_token_s),
         mean_decode_tokens_per_s: mean(&all, &|(_, o, _)| o.decode_tokens_per_s),
     }
@@ -289,6 +328,7 @@ mod tests {
             document: document.into(),
             pages: pages.to_vec(),
             evidence: None,
+            facts: vec![],
         }
     }
 
@@ -340,7 +380,8 @@ mod tests {
                 cites_gold_document: true,
                 cites_gold_page: true,
                 quotes_verbatim: true,
-                gold_words: 1.0
+                gold_words: 1.0,
+                right_fact: false,
             }
         );
         // Right document, wrong page; one quote not found; one citation not retrieved.
@@ -414,6 +455,39 @@ mod tests {
     }
 
     #[test]
+    fn a_fact_is_said_as_a_whole_word_in_any_of_its_spellings() {
+        assert!(says("Builtins return 2 on misuse.", "2"));
+        assert!(!says("It uses 128+N.", "2"), "a digit inside a longer number");
+        assert!(says("It uses 128+N.", "128"));
+        assert!(says("SHELL, PATH and BASH_ENV", "ENV"), "underscores part words");
+        assert!(!says("the environment", "ENV"));
+        assert!(says("Uploads run every 5 minutes", "five minutes|5 minutes"));
+        assert!(says("The \\A escape", "\\a"), "case aside, non-letters as they are");
+        assert!(!says("", "x"));
+
+        // Right fact over the answerable questions that name facts; with a gold page beside.
+        let mut c = case("a.pdf", &[1]);
+        c.facts = vec!["GLPK".into(), "GMP".into()];
+        let mut one = case("a.pdf", &[1]);
+        one.facts = vec!["MPFR".into()];
+        let no_facts = case("a.pdf", &[1]);
+        let on_page = outcome(vec![cited("/a.pdf", Some(1), true, true)]);
+        let off_page = outcome(vec![cited("/a.pdf", Some(2), true, true)]);
+        let rows: Vec<_> = [(&c, on_page.clone()), (&c, off_page), (&one, on_page.clone()), (&no_facts, on_page)]
+            .into_iter()
+            .map(|(c, o)| {
+                let v = judge(c, &o);
+                (c, o, v)
+            })
+            .collect();
+        assert!(rows[0].2.right_fact && !rows[2].2.right_fact && !rows[3].2.right_fact);
+        let r = report(&rows);
+        assert_eq!(r.with_facts, 3);
+        assert_eq!(r.right_fact, 2.0 / 3.0);
+        assert_eq!(r.right_fact_and_gold_page, 1.0 / 3.0);
+    }
+
+    #[test]
     fn word_overlap_is_the_share_of_gold_words() {
         assert_eq!(word_overlap("glpk and gmp", "You need GLPK and GMP."), 1.0);
         assert_eq!(word_overlap("gcc 3.4 or higher", "gcc version 3.4"), 0.6);
@@ -436,6 +510,8 @@ mod tests {
             r#"{"question": "q", "unanswerable": true, "answer": "a", "document": "d.pdf"}"#,
             r#"{"question": "q", "unanswerable": true, "document": "d.pdf", "pages": [2]}"#,
             r#"{"question": "q", "document": "d.pdf"}"#,
+            r#"{"question": "q", "unanswerable": true, "document": "d.pdf", "facts": ["x"]}"#,
+            r#"{"question": "q", "answer": "a", "document": "d.pdf", "facts": ["x|"]}"#,
         ] {
             std::fs::write(&f, bad).unwrap();
             assert!(load_answer_set(&f).unwrap_err().to_string().contains("line 1"), "{bad}");

@@ -7,7 +7,7 @@ use arrow_array::{Array, FixedSizeListArray, Float32Array, Int64Array, RecordBat
 use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
-use crate::schema::{col, str_col};
+use crate::schema::{col, str_col, DOCUMENTS};
 use crate::sealing::{hash_context, path_context, text_context};
 use crate::{doc_id_filter, sql_str, ChunkKey, ChunkRecord, DocumentRecord, KnowledgeBase};
 
@@ -28,7 +28,37 @@ impl KnowledgeBase {
     }
 
     pub(crate) async fn query_documents(&self, filter: Option<String>) -> Result<Vec<DocumentRecord>> {
-        let mut q = self.documents.query();
+        self.documents_in(&self.documents, filter).await
+    }
+
+    /// Every document some readable version of the documents table lists (each from the newest
+    /// version that has it): what a repair that went back to an older version, or started the
+    /// table afresh, no longer lists. Versions that cannot be read (or opened with this key) are
+    /// passed over.
+    pub async fn documents_in_any_version(&self) -> Result<Vec<DocumentRecord>> {
+        let dir = self.writes_lock.parent().context("the data folder")?;
+        let mut versions: Vec<u64> = self.documents.list_versions().await?.iter().map(|v| v.version).collect();
+        versions.sort_unstable_by(|a, b| b.cmp(a));
+        let mut found: HashMap<String, DocumentRecord> = HashMap::new();
+        for version in versions {
+            // A handle of its own: checking out a version of the shared one would move every reader.
+            let table = crate::repair::open(dir, DOCUMENTS).await?;
+            if table.checkout(version).await.is_err() {
+                continue;
+            }
+            if let Ok(docs) = self.documents_in(&table, None).await {
+                for doc in docs {
+                    found.entry(doc.doc_id.clone()).or_insert(doc);
+                }
+            }
+        }
+        let mut docs: Vec<DocumentRecord> = found.into_values().collect();
+        docs.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(docs)
+    }
+
+    async fn documents_in(&self, table: &lancedb::Table, filter: Option<String>) -> Result<Vec<DocumentRecord>> {
+        let mut q = table.query();
         if let Some(f) = filter {
             q = q.only_if(f);
         }

@@ -92,8 +92,17 @@ impl KnowledgeBase {
                 }
             }
         };
-        let documents = open_or_create(DOCUMENTS, documents_schema()).await?;
-        let chunks = open_or_create(CHUNKS, chunks_schema(dim)).await?;
+        // Caught: LanceDB panics on some damaged manifests.
+        let opened = |name: &'static str, schema: SchemaRef| {
+            let opening = open_or_create(name, schema);
+            async move {
+                crate::repair::caught(async move { Ok(opening.await?) })
+                    .await
+                    .map_err(|e| crate::repair::unopened(name, &e))
+            }
+        };
+        let documents = opened(DOCUMENTS, documents_schema()).await?;
+        let chunks = opened(CHUNKS, chunks_schema(dim)).await?;
         let stored_dim = match chunks.schema().await?.field_with_name("vector")?.data_type() {
             DataType::FixedSizeList(_, n) => *n as usize,
             other => anyhow::bail!("the chunks table has an unexpected vector type {other}"),
@@ -138,9 +147,7 @@ impl KnowledgeBase {
         if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
             return Ok(false);
         }
-        let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
-        let db = lancedb::connect(uri).execute().await?;
-        let table = db.open_table(DOCUMENTS).execute().await?;
+        let table = crate::repair::open(dir, DOCUMENTS).await.map_err(|e| crate::repair::unopened(DOCUMENTS, &e))?;
         let has_key_column = table.schema().await?.field_with_name("sealed_by").is_ok();
         Ok(has_key_column
             && table.count_rows(Some("sealed_by IS NOT NULL AND sealed_by NOT IN ('', 'plain')".into())).await? > 0)
@@ -155,9 +162,7 @@ impl KnowledgeBase {
         if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
             return Ok(keys);
         }
-        let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
-        let db = lancedb::connect(uri).execute().await?;
-        let table = db.open_table(DOCUMENTS).execute().await?;
+        let table = crate::repair::open(dir, DOCUMENTS).await.map_err(|e| crate::repair::unopened(DOCUMENTS, &e))?;
         if table.schema().await?.field_with_name("sealed_by").is_err() {
             return Ok(keys);
         }

@@ -1,0 +1,259 @@
+//! Damaged tables found and mended, on the data folder alone (no key, no `KnowledgeBase`: a
+//! manifest that cannot be read stops `KnowledgeBase::open` itself).
+//!
+//! A check reads every row and column of both tables at their newest versions, so a damaged
+//! data file or manifest shows as an error naming the table. A repair, per damaged table:
+//! 1. sets aside newest manifests that cannot be read (moved, never deleted), until a version
+//!    opens;
+//! 2. if that version cannot be read whole, goes back to the newest older version that can, and
+//!    makes it the newest again (LanceDB's restore; ingestion prunes versions older than a
+//!    minute, so there is often none);
+//! 3. failing both, moves the table's folder aside whole; the next open creates it empty.
+//!
+//! What a table lost is then indexed again from the documents on disk by the engine
+//! (`Engine::repair`): this module only brings each table back to a state that reads whole.
+//! Everything moved goes under `damaged/` in the data folder, with the time of the repair.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::{Context, Result};
+use futures::TryStreamExt;
+use lancedb::query::ExecutableQuery;
+use lancedb::Table;
+use serde::Serialize;
+
+use crate::schema::{CHUNKS, DOCUMENTS};
+
+/// The state of one table as a check found it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableCheck {
+    pub table: &'static str,
+    /// The newest version, when its manifest could be read.
+    pub version: Option<u64>,
+    /// Rows read (when the whole table could be read).
+    pub rows: Option<usize>,
+    /// What could not be read, LanceDB's words; `None` when the table reads whole.
+    pub damage: Option<String>,
+}
+
+/// What a repair did to one table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Mend {
+    /// It read whole: nothing done.
+    Sound,
+    /// Newest manifests set aside (`manifests` of them) and/or an older version made the
+    /// newest again: the table now reads whole at `version`.
+    WentBack { manifests: usize, version: u64 },
+    /// No version read whole: the table's folder was moved aside and starts empty.
+    SetAside,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TableRepair {
+    pub table: &'static str,
+    pub mend: Mend,
+    /// Where the damaged files were moved (`None` when nothing was).
+    pub moved_to: Option<PathBuf>,
+}
+
+/// Reads both tables of the data folder `dir` whole (absent tables are not damage: a new
+/// collection). Fails only when the folder itself cannot be opened.
+pub async fn check_tables(dir: &Path) -> Result<Vec<TableCheck>> {
+    let mut checks = Vec::new();
+    for table in [DOCUMENTS, CHUNKS] {
+        if !table_dir(dir, table).exists() {
+            continue;
+        }
+        checks.push(match open(dir, table).await {
+            Err(e) => TableCheck { table, version: None, rows: None, damage: Some(format!("cannot open it: {e:#}")) },
+            Ok(t) => {
+                let version = t.version().await.ok();
+                match read_whole(&t).await {
+                    Ok(rows) => TableCheck { table, version, rows: Some(rows), damage: None },
+                    Err(e) => TableCheck { table, version, rows: None, damage: Some(format!("{e:#}")) },
+                }
+            }
+        });
+    }
+    Ok(checks)
+}
+
+/// Mends every damaged table of the data folder `dir` (see the module's comment).
+pub async fn repair_tables(dir: &Path) -> Result<Vec<TableRepair>> {
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let aside = dir.join("damaged").join(stamp.to_string());
+    let mut repairs = Vec::new();
+    for table in [DOCUMENTS, CHUNKS] {
+        if !table_dir(dir, table).exists() {
+            continue;
+        }
+        repairs.push(repair_table(dir, table, &aside.join(format!("{table}.lance"))).await?);
+    }
+    Ok(repairs)
+}
+
+async fn repair_table(dir: &Path, table: &'static str, aside: &Path) -> Result<TableRepair> {
+    let mut manifests = 0;
+    let opened = loop {
+        match open(dir, table).await {
+            Ok(t) => break Some(t),
+            Err(_) => match newest_manifest(&table_dir(dir, table))? {
+                // The newest manifest is the one read at open: set it aside and try the one before.
+                Some(newest) => {
+                    move_aside(&newest, &aside.join("_versions"))?;
+                    // The hint names the version just set aside.
+                    let _ = std::fs::remove_file(table_dir(dir, table).join("_versions/latest_version_hint.json"));
+                    manifests += 1;
+                }
+                None => break None,
+            },
+        }
+    };
+    let moved_to = (manifests > 0).then(|| aside.to_path_buf());
+    if let Some(t) = opened {
+        let newest = t.version().await?;
+        if read_whole(&t).await.is_ok() {
+            let mend = if manifests == 0 { Mend::Sound } else { Mend::WentBack { manifests, version: newest } };
+            return Ok(TableRepair { table, mend, moved_to });
+        }
+        let mut older: Vec<u64> = match t.list_versions().await {
+            Ok(versions) => versions.iter().map(|v| v.version).filter(|&v| v < newest).collect(),
+            Err(_) => Vec::new(),
+        };
+        older.sort_unstable_by(|a, b| b.cmp(a));
+        for version in older {
+            if t.checkout(version).await.is_ok() && read_whole(&t).await.is_ok() {
+                t.restore()
+                    .await
+                    .with_context(|| format!("cannot make version {version} of the {table} table the newest"))?;
+                return Ok(TableRepair { table, mend: Mend::WentBack { manifests, version }, moved_to });
+            }
+        }
+    }
+    // Nothing reads whole: the table starts again, empty (`KnowledgeBase::open` creates it).
+    move_aside(&table_dir(dir, table), aside)?;
+    Ok(TableRepair { table, mend: Mend::SetAside, moved_to: Some(aside.to_path_buf()) })
+}
+
+fn table_dir(dir: &Path, table: &str) -> PathBuf {
+    dir.join(format!("{table}.lance"))
+}
+
+pub(crate) async fn open(dir: &Path, table: &'static str) -> Result<Table> {
+    let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?.to_owned();
+    caught(async move {
+        let db = lancedb::connect(&uri).execute().await?;
+        Ok(db.open_table(table).execute().await?)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{}", plain_damage(&format!("{e:#}"))))
+}
+
+/// Every row and column of `table`'s checked-out version; the rows read.
+async fn read_whole(table: &Table) -> Result<usize> {
+    let table = table.clone();
+    caught(async move {
+        let mut stream = table.query().execute().await?;
+        let mut rows = 0;
+        while let Some(batch) = stream.try_next().await? {
+            rows += batch.num_rows();
+        }
+        Ok(rows)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{}", plain_damage(&format!("{e:#}"))))
+}
+
+/// What to do about damaged files, said after an error that `looks_damaged`.
+pub const REPAIR_ADVICE: &str =
+    "the knowledge base's files look damaged: `quire check` says which, `quire repair` mends them";
+
+/// True for LanceDB's errors on files that cannot be read as what they should be (one of its
+/// reading tasks panicking on a nonsense length: "task 72 panicked with message …").
+pub fn looks_damaged(message: &str) -> bool {
+    ["corrupt file", "Protobuf", "LanceDB stopped", "cannot be opened", "panicked with message"]
+        .iter()
+        .any(|m| message.contains(m))
+}
+
+/// A table that would not open, named, with the way out.
+pub(crate) fn unopened(table: &str, e: &anyhow::Error) -> anyhow::Error {
+    anyhow::anyhow!("the {table} table cannot be opened ({}); {REPAIR_ADVICE}", plain_damage(&format!("{e:#}")))
+}
+
+/// LanceDB's account of damage without the source locations it repeats it with
+/// ("…, /root/.cargo/registry/…/binary.rs:769:20: …").
+pub fn plain_damage(message: &str) -> &str {
+    message.find(", /").map_or(message, |at| &message[..at])
+}
+
+/// Panics being turned into errors by `caught` right now (their messages are not printed).
+static CATCHING: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs `work` on its own task so that a panic in it (LanceDB panics on some damaged
+/// manifests: "range end index … out of range") is an error naming it, not the end of the
+/// process.
+pub(crate) async fn caught<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    CATCHING.fetch_add(1, Ordering::SeqCst);
+    let outcome = tokio::spawn(work).await;
+    CATCHING.fetch_sub(1, Ordering::SeqCst);
+    match outcome {
+        Ok(done) => done,
+        Err(e) if e.is_panic() => {
+            let payload = e.into_panic();
+            let said = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("no message");
+            anyhow::bail!("the file could not be read (LanceDB stopped: {said})")
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Keeps the panics `caught` turns into errors off the terminal (it runs the hook set before).
+pub fn quiet_caught_panics() {
+    let before = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if CATCHING.load(Ordering::SeqCst) == 0 {
+            before(info);
+        }
+    }));
+}
+
+/// The manifest file of the newest version in a table's folder. LanceDB names them by version
+/// (`7.manifest`) or, in its newer scheme, by `u64::MAX - version` so the newest sorts first.
+fn newest_manifest(table_dir: &Path) -> Result<Option<PathBuf>> {
+    let versions = table_dir.join("_versions");
+    let Ok(entries) = std::fs::read_dir(&versions) else { return Ok(None) };
+    let mut newest: Option<(u64, PathBuf)> = None;
+    for entry in entries {
+        let path = entry?.path();
+        let Some(n) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".manifest")) else {
+            continue;
+        };
+        let Ok(n) = n.parse::<u64>() else { continue };
+        let version = if n > u64::MAX / 2 { u64::MAX - n } else { n };
+        if newest.as_ref().is_none_or(|(v, _)| version > *v) {
+            newest = Some((version, path));
+        }
+    }
+    Ok(newest.map(|(_, p)| p))
+}
+
+/// Moves `path` (a file or a folder) into the folder `into` (or, for a folder, to `into`).
+fn move_aside(path: &Path, into: &Path) -> Result<()> {
+    let target = if path.is_dir() {
+        std::fs::create_dir_all(into.parent().unwrap_or(into))?;
+        into.to_path_buf()
+    } else {
+        std::fs::create_dir_all(into)?;
+        into.join(path.file_name().context("a file without a name")?)
+    };
+    std::fs::rename(path, &target)
+        .with_context(|| format!("cannot move the damaged {} to {}", path.display(), target.display()))
+}
