@@ -40,9 +40,9 @@ impl KnowledgeBase {
         let mut versions: Vec<u64> = self.documents.list_versions().await?.iter().map(|v| v.version).collect();
         versions.sort_unstable_by(|a, b| b.cmp(a));
         let mut found: HashMap<String, DocumentRecord> = HashMap::new();
+        // A handle of its own: checking out a version of the shared one would move every reader.
+        let table = crate::repair::open(dir, DOCUMENTS).await?;
         for version in versions {
-            // A handle of its own: checking out a version of the shared one would move every reader.
-            let table = crate::repair::open(dir, DOCUMENTS).await?;
             if table.checkout(version).await.is_err() {
                 continue;
             }
