@@ -9,19 +9,18 @@
 //! - query, key and value are one matrix multiplication (their weights concatenated);
 //! - bias, GELU, residual and LayerNorm are fused into the pass after each multiplication;
 //! - the exponential and erf are polynomials the compiler vectorises; the softmax is
-//!   `quire_simd`'s, the decoder's (AVX-512 where the CPU has it).
+//!   `quire_simd`'s, the decoder's (the same bits on every CPU).
 //!
-//! Dense layers go through `matmul` (8-bit integers on AVX-512 VNNI by default, else an
-//! AVX-512 f32 kernel where the CPU has it, else `gemm`, candle's own CPU kernel); attention's products through `gemm` on strided views, so it needs
-//! no transposes or copies.
+//! Dense layers go through `matmul` (8-bit integers where the CPU has exact 8-bit products,
+//! else f32) and so do attention's two products (f32, the keys and values of a head packed
+//! per sequence): the same chains of multiply-adds on every CPU, so the same vectors.
 
 use anyhow::Result;
 use candle_core::Tensor;
-use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
 use crate::bert::BertModel;
-use crate::matmul::Dense;
+use crate::matmul::{Dense, Packed, PANEL};
 
 struct Norm {
     weight: Vec<f32>,
@@ -159,76 +158,56 @@ impl FusedBert {
     }
 
     /// Scaled dot-product attention of each sequence with itself, head by head, from the
-    /// packed `[q | k | v]` rows into `context` (rows of `hidden`, heads side by side).
+    /// packed `[q | k | v]` rows into `context` (rows of `hidden`, heads side by side). Both
+    /// products are `matmul::Packed`'s chains, so every CPU gets the same bits.
     fn attention(&self, qkv: &[f32], starts: &[usize], context: &mut [f32]) {
         let (h, d) = (self.hidden, self.head_dim);
         let scale = 1.0 / (d as f32).sqrt();
         let tasks: Vec<(usize, usize)> =
             (0..starts.len() - 1).flat_map(|s| (0..self.heads).map(move |head| (s, head))).collect();
         let context_at = context.as_mut_ptr() as usize;
-        tasks.par_iter().for_each_init(Vec::new, |scores: &mut Vec<f32>, &(s, head)| {
+        tasks.par_iter().for_each_init(Scratch::default, |scratch, &(s, head)| {
             let (first, len) = (starts[s], starts[s + 1] - starts[s]);
             if len == 0 {
                 return;
             }
-            scores.resize(len * len, 0.0);
-            let stride = 3 * h as isize;
-            let q = qkv[first * 3 * h + head * d..].as_ptr();
-            let k = qkv[first * 3 * h + h + head * d..].as_ptr();
-            let v = qkv[first * 3 * h + 2 * h + head * d..].as_ptr();
-            // SAFETY: every view stays inside its buffer (len rows of the given strides), and
-            // each task writes only its own sequence's rows of its own head's columns.
-            unsafe {
-                // scores[i][j] = scale · q_i · k_j
-                gemm(
-                    len,
-                    len,
-                    d,
-                    scores.as_mut_ptr(),
-                    1,
-                    len as isize,
-                    false,
-                    q,
-                    1,
-                    stride,
-                    k,
-                    stride,
-                    1,
-                    0.0,
-                    scale,
-                    false,
-                    false,
-                    false,
-                    Parallelism::None,
-                );
-                for row in scores.chunks_mut(len) {
-                    softmax(row);
-                }
-                let out = (context_at as *mut f32).add(first * h + head * d);
-                gemm(
-                    len,
-                    d,
-                    len,
-                    out,
-                    1,
-                    h as isize,
-                    false,
-                    scores.as_ptr(),
-                    1,
-                    len as isize,
-                    v,
-                    1,
-                    stride,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    Parallelism::None,
-                );
+            let rows = &qkv[first * 3 * h..(first + len) * 3 * h];
+            // scores[i][j] = scale · q_i · k_j: the keys are the "weights", one per output.
+            scratch.keys.refill_by_output(&rows[h + head * d..], 3 * h, len, d);
+            let width = scratch.keys.width();
+            scratch.zeros.resize(width.max(d.next_multiple_of(PANEL)), 0.0);
+            scratch.scores.resize(len * width, 0.0);
+            scratch.keys.product(&rows[head * d..], 3 * h, len, &scratch.zeros, &mut scratch.scores, width);
+            for row in scratch.scores.chunks_mut(width) {
+                let row = &mut row[..len];
+                row.iter_mut().for_each(|v| *v *= scale);
+                quire_simd::softmax(row);
+            }
+            // context_i = Σ_j p_ij · v_j: the values are the weights, one per dimension.
+            scratch.values.refill_by_input(&rows[2 * h + head * d..], 3 * h, d, len);
+            let width_v = scratch.values.width();
+            scratch.context.resize(len * width_v, 0.0);
+            scratch.values.product(&scratch.scores, width, len, &scratch.zeros, &mut scratch.context, width_v);
+            for (i, row) in scratch.context.chunks(width_v).enumerate() {
+                // SAFETY: row `first + i` of `context`, this head's `d` columns: no other
+                // task writes them, and they lie inside the buffer (`rows × hidden`).
+                let out = unsafe {
+                    std::slice::from_raw_parts_mut((context_at as *mut f32).add((first + i) * h + head * d), d)
+                };
+                out.copy_from_slice(&row[..d]);
             }
         });
     }
+}
+
+/// One attention task's buffers, kept for the thread's next task.
+#[derive(Default)]
+struct Scratch {
+    keys: Packed,
+    values: Packed,
+    scores: Vec<f32>,
+    context: Vec<f32>,
+    zeros: Vec<f32>,
 }
 
 /// Each row of `x` (plus the same row of `residual`) normalised: LayerNorm.
@@ -246,17 +225,6 @@ fn normalize_rows(x: &mut [f32], residual: Option<&[f32]>, norm: &Norm, width: u
             *v = (*v - mean) * inv * w + b;
         }
     });
-}
-
-/// The decoder's softmax (`quire_simd`), or its AVX-512 form where this process runs the
-/// AVX-512 kernels.
-fn softmax(row: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::matmul::avx512() {
-        // SAFETY: the CPU has AVX-512F.
-        return unsafe { quire_simd::avx512::softmax(row) };
-    }
-    quire_simd::softmax(row);
 }
 
 /// `map` of each value of `row`, folded with `fold` in 16 independent lanes, then across
@@ -328,13 +296,5 @@ mod tests {
             sum += term / (2.0 * n + 1.0);
         }
         sum * 2.0 / std::f64::consts::PI.sqrt()
-    }
-
-    #[test]
-    fn softmax_sums_to_one_and_keeps_order() {
-        let mut row = vec![1.0, 3.0, -2.0, 3.0, -90.0];
-        softmax(&mut row);
-        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
-        assert!(row[1] == row[3] && row[1] > row[0] && row[0] > row[2] && row[4] >= 0.0);
     }
 }

@@ -1,35 +1,156 @@
-//! `out = input · weightᵀ + bias` for the encoder's dense layers, with the kernel picked at run
-//! time. The weights are packed once at load so each step reads 32 outputs' weights
-//! contiguously; on CPUs with AVX-512, tiles of 6 rows × 32 outputs (12 accumulators of 16
-//! lanes), on other x86-64 CPUs (AVX2 and FMA, the build's baseline) tiles of 6 rows × 16
-//! outputs (12 of 8 lanes); elsewhere `gemm` (candle's CPU kernel). Where asked for and the CPU
-//! runs int8 kernels, the layer runs in 8-bit integers instead (`int8`).
+//! `out = input · weightᵀ + bias` in f32 for the encoder's dense layers and its attention, with
+//! the kernel picked at run time. The weights are packed once (a layer's at load, a head's
+//! keys and values per sequence) so each step reads 32 outputs' weights contiguously; tiles of
+//! 6 rows × 32 outputs on CPUs with AVX-512 (12 accumulators of 16 lanes), 6 rows × 16 outputs
+//! with AVX2 and FMA (x86-64's baseline) and with NEON (every 64-bit ARM CPU), and the same
+//! arithmetic in plain Rust elsewhere.
+//!
+//! Every kernel computes each output as one chain of fused multiply-adds from its bias over
+//! the inputs in order, so every CPU gets the same bits (the chain does not depend on the
+//! vector width, the blocking or the cache sizes; `gemm`, used before, summed in an order that
+//! differed between x86-64 and ARM). Where asked for and the CPU runs int8 kernels, a dense
+//! layer runs in 8-bit integers instead (`int8`).
 
-// The packed kernels are x86-64's; elsewhere `gemm` runs every layer and the packing lies idle.
-#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
-
-use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
 use crate::int8::Int8Weights;
 
 /// Outputs per packed panel (two 16-lane registers).
-const PANEL: usize = 32;
-/// Rows per tile: 6 × 2 accumulators + 2 weight registers + 1 broadcast fit in 32 registers
-/// with room for the loads ahead (AVX-512), and in AVX2's 16.
+pub(crate) const PANEL: usize = 32;
+/// Rows per tile: 6 × 2 accumulators + 2 weight registers + 1 broadcast fit in AVX-512's 32
+/// registers with room for the loads ahead; 6 × 2 of 8 lanes in AVX2's 16; 6 × 4 of 4 lanes
+/// in NEON's 32.
 const TILE_ROWS: usize = 6;
 /// Rows per task: a task's inputs stay in the core's L2 while every panel passes over them.
 const TASK_ROWS: usize = 48;
+/// Inputs per block: 32 outputs' weights of a block (16 KiB) and 48 rows' inputs (24 KiB) fit
+/// a 48 KiB L1 together. The block only splits the loop: the chain carries on through `out`.
+const K_BLOCK: usize = 128;
+
+/// Weights `w(o, i)` of `outputs` × `inputs`, in panels of `PANEL` outputs (the last one
+/// padded with zeros), input-major inside a panel.
+#[derive(Default)]
+pub(crate) struct Packed {
+    data: Vec<f32>,
+    /// `outputs` rounded up to a whole panel.
+    width: usize,
+    outputs: usize,
+    inputs: usize,
+}
+
+impl Packed {
+    pub fn new(outputs: usize, inputs: usize, w: impl Fn(usize, usize) -> f32) -> Packed {
+        let mut packed = Packed::default();
+        packed.fill(outputs, inputs, w);
+        packed
+    }
+
+    fn fill(&mut self, outputs: usize, inputs: usize, w: impl Fn(usize, usize) -> f32) {
+        let width = outputs.next_multiple_of(PANEL);
+        self.data.clear();
+        self.data.resize(width * inputs, 0.0);
+        for p in 0..width / PANEL {
+            for i in 0..inputs {
+                let at = (p * inputs + i) * PANEL;
+                for (j, slot) in self.data[at..at + PANEL].iter_mut().enumerate() {
+                    let o = p * PANEL + j;
+                    if o < outputs {
+                        *slot = w(o, i);
+                    }
+                }
+            }
+        }
+        (self.width, self.outputs, self.inputs) = (width, outputs, inputs);
+    }
+
+    /// Weights whose output `o`'s `inputs` values are row `o` of `rows` (rows `stride`
+    /// apart): attention's keys, one output per key. Reads each row once, in order.
+    pub fn refill_by_output(&mut self, rows: &[f32], stride: usize, outputs: usize, inputs: usize) {
+        let width = outputs.next_multiple_of(PANEL);
+        self.data.clear();
+        self.data.resize(width * inputs, 0.0);
+        for o in 0..outputs {
+            let (p, j) = (o / PANEL, o % PANEL);
+            let panel = &mut self.data[p * inputs * PANEL..][..inputs * PANEL];
+            for (i, &v) in rows[o * stride..][..inputs].iter().enumerate() {
+                panel[i * PANEL + j] = v;
+            }
+        }
+        (self.width, self.outputs, self.inputs) = (width, outputs, inputs);
+    }
+
+    /// Weights whose input `i`'s values for the `outputs` outputs are row `i` of `rows` (rows
+    /// `stride` apart): attention's values, one input per value row. A panel's step is a copy
+    /// of part of a row.
+    pub fn refill_by_input(&mut self, rows: &[f32], stride: usize, outputs: usize, inputs: usize) {
+        let width = outputs.next_multiple_of(PANEL);
+        self.data.clear();
+        self.data.resize(width * inputs, 0.0);
+        for p in 0..width / PANEL {
+            let part = (outputs - p * PANEL).min(PANEL);
+            for i in 0..inputs {
+                let at = (p * inputs + i) * PANEL;
+                self.data[at..at + part].copy_from_slice(&rows[i * stride + p * PANEL..][..part]);
+            }
+        }
+        (self.width, self.outputs, self.inputs) = (width, outputs, inputs);
+    }
+
+    /// Outputs rounded up to a whole panel: the columns `product` writes.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// `out[r][o] = bias[o] + Σᵢ a[r][i] · w(o, i)` for `rows` rows of `a` (rows `a_stride`
+    /// apart, `inputs` values each) into rows of `out` (`out_stride` apart, `width()` values
+    /// each: the padding's columns get the padding's bias), on this thread.
+    pub fn product(&self, a: &[f32], a_stride: usize, rows: usize, bias: &[f32], out: &mut [f32], out_stride: usize) {
+        let (k, n) = (self.inputs, self.width);
+        if rows == 0 {
+            return;
+        }
+        assert!(a_stride >= k && a.len() >= (rows - 1) * a_stride + k, "the rows of a are within it");
+        assert!(out_stride >= n && out.len() >= (rows - 1) * out_stride + n, "the rows of out are within it");
+        assert!(bias.len() >= n, "a bias for every column");
+        // SAFETY: the bounds are checked above; the kernel in use is one this CPU runs.
+        unsafe { self.product_by(F32Kernel::in_use(), a.as_ptr(), a_stride, rows, bias, out.as_mut_ptr(), out_stride) }
+    }
+
+    /// `product` by `kernel`, which this CPU must run, the bounds checked by the caller.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn product_by(
+        &self,
+        kernel: F32Kernel,
+        a: *const f32,
+        a_stride: usize,
+        rows: usize,
+        bias: &[f32],
+        out: *mut f32,
+        out_stride: usize,
+    ) {
+        let (k, n) = (self.inputs, self.width);
+        // SAFETY (each arm): as the caller promised.
+        unsafe {
+            match kernel {
+                #[cfg(target_arch = "x86_64")]
+                F32Kernel::Avx512 => avx512::product(a, a_stride, rows, k, &self.data, bias, n, out, out_stride),
+                #[cfg(target_arch = "x86_64")]
+                F32Kernel::Avx2 => avx2::product(a, a_stride, rows, k, &self.data, bias, n, out, out_stride),
+                #[cfg(target_arch = "aarch64")]
+                F32Kernel::Neon => neon::product(a, a_stride, rows, k, &self.data, bias, n, out, out_stride),
+                F32Kernel::Portable => portable::product(a, a_stride, rows, k, &self.data, bias, n, out, out_stride),
+            }
+        }
+    }
+}
 
 pub struct Dense {
-    /// Row-major `[out][in]`, as stored in the checkpoint.
-    weight: Vec<f32>,
-    /// The weights in panels of `PANEL` outputs, input-major inside a panel; only where the
-    /// AVX-512 kernel runs.
-    packed: Option<Vec<f32>>,
+    /// The weights in f32, packed; the int8 pass still runs its short sequences on them.
+    packed: Packed,
     /// The weights in 8-bit integers; where asked for and the CPU runs the int8 kernel.
     int8: Option<Int8Weights>,
-    pub bias: Vec<f32>,
+    /// `outputs` values, then zeros for the last panel's padding.
+    bias: Vec<f32>,
     pub outputs: usize,
     pub inputs: usize,
 }
@@ -37,25 +158,11 @@ pub struct Dense {
 impl Dense {
     /// A layer from row-major `[out][in]` weights; in 8-bit integers where `int8` asks for it
     /// and this CPU and the layer's shape allow it, else in f32.
-    pub fn new(weight: Vec<f32>, bias: Vec<f32>, outputs: usize, inputs: usize, int8: bool) -> Dense {
+    pub fn new(weight: Vec<f32>, mut bias: Vec<f32>, outputs: usize, inputs: usize, int8: bool) -> Dense {
         let int8 = if int8 { Int8Weights::new(&weight, outputs, inputs) } else { None };
-        Dense::with_kernel(weight, bias, outputs, inputs, cfg!(target_arch = "x86_64") && int8.is_none(), int8)
-    }
-
-    fn with_kernel(
-        weight: Vec<f32>,
-        bias: Vec<f32>,
-        outputs: usize,
-        inputs: usize,
-        wide: bool,
-        int8: Option<Int8Weights>,
-    ) -> Dense {
-        let packed = (wide && outputs.is_multiple_of(PANEL)).then(|| {
-            let mut packed = Vec::new();
-            pack(outputs, inputs, |o, i| weight[o * inputs + i], &mut packed);
-            packed
-        });
-        Dense { weight, packed, int8, bias, outputs, inputs }
+        let packed = Packed::new(outputs, inputs, |o, i| weight[o * inputs + i]);
+        bias.resize(packed.width(), 0.0);
+        Dense { packed, int8, bias, outputs, inputs }
     }
 
     /// `out[r] = input[r] · weightᵀ + bias` for `rows` rows, the work split over the thread pool;
@@ -64,59 +171,77 @@ impl Dense {
         let (n, k) = (self.outputs, self.inputs);
         assert!(input.len() >= rows * k && out.len() >= rows * n);
         if let Some(int8) = self.int8.as_ref().filter(|_| !exact) {
-            return int8.forward(input, rows, &self.bias, out);
+            return int8.forward(input, rows, &self.bias[..n], out);
         }
-        #[cfg(target_arch = "x86_64")]
-        if let Some(packed) = &self.packed {
-            input[..rows * k].par_chunks(TASK_ROWS * k).zip(out[..rows * n].par_chunks_mut(TASK_ROWS * n)).for_each(
-                |(input, out)| {
-                    // SAFETY: AVX-512F where `avx512()` says the CPU has it, else AVX2 and FMA
-                    // (the build's baseline); the slices hold whole rows of `k` inputs and `n`
-                    // outputs.
-                    unsafe {
-                        if avx512() {
-                            avx512::rows(input, packed, &self.bias, k, n, out)
-                        } else {
-                            avx2::rows(input, packed, &self.bias, k, n, out)
-                        }
-                    }
-                },
-            );
-            return;
-        }
-        for row in out.chunks_mut(n).take(rows) {
-            row.copy_from_slice(&self.bias);
-        }
-        // SAFETY: out is rows×n, input rows×k, weight n×k, all row-major and within their buffers.
-        unsafe {
-            gemm(
-                rows,
-                n,
-                k,
-                out.as_mut_ptr(),
-                1,
-                n as isize,
-                true,
-                input.as_ptr(),
-                1,
-                k as isize,
-                self.weight.as_ptr(),
-                k as isize,
-                1,
-                1.0,
-                1.0,
-                false,
-                false,
-                false,
-                Parallelism::Rayon(0),
-            );
-        }
+        let width = self.packed.width();
+        input[..rows * k].par_chunks(TASK_ROWS * k).zip(out[..rows * n].par_chunks_mut(TASK_ROWS * n)).for_each_init(
+            Vec::new,
+            |wide, (input, out)| {
+                let rows = input.len() / k;
+                if width == n {
+                    return self.packed.product(input, k, rows, &self.bias, out, n);
+                }
+                // Outputs that end inside a panel: the whole panels into a wider buffer first.
+                wide.resize(rows * width, 0.0);
+                self.packed.product(input, k, rows, &self.bias, wide, width);
+                for (row, wide) in out.chunks_mut(n).zip(wide.chunks(width)) {
+                    row.copy_from_slice(&wide[..n]);
+                }
+            },
+        );
     }
 }
 
-/// Whether to run the AVX-512 kernels: the CPU has AVX-512F, and `QUIRE_KERNELS` (the
-/// decoder's switch too) does not ask for a narrower set, for side-by-side figures. Checked
-/// once.
+/// The f32 kernels a process runs: the widest this CPU has, unless `QUIRE_KERNELS` (the
+/// decoder's switch too) asks for a narrower set, for side-by-side figures. Every one gives
+/// the same bits.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum F32Kernel {
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "aarch64")]
+    Neon,
+    Portable,
+}
+
+impl F32Kernel {
+    fn in_use() -> F32Kernel {
+        static KERNEL: std::sync::OnceLock<F32Kernel> = std::sync::OnceLock::new();
+        *KERNEL.get_or_init(|| {
+            use quire_simd::KernelSet;
+            if KernelSet::in_use() == KernelSet::Portable {
+                return F32Kernel::Portable;
+            }
+            #[cfg(target_arch = "x86_64")]
+            return if avx512() { F32Kernel::Avx512 } else { F32Kernel::Avx2 };
+            #[cfg(target_arch = "aarch64")]
+            return F32Kernel::Neon;
+            #[allow(unreachable_code)]
+            F32Kernel::Portable
+        })
+    }
+
+    /// Every kernel this CPU runs, for the tests.
+    #[cfg(test)]
+    fn runnable() -> Vec<F32Kernel> {
+        let mut kernels = vec![F32Kernel::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            kernels.push(F32Kernel::Avx2);
+            if detect_avx512() {
+                kernels.push(F32Kernel::Avx512);
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        kernels.push(F32Kernel::Neon);
+        kernels
+    }
+}
+
+/// Whether to run the AVX-512 kernels: the CPU has AVX-512F, and `QUIRE_KERNELS` does not ask
+/// for a narrower set. Checked once.
 pub fn avx512() -> bool {
     static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *HAS.get_or_init(|| quire_simd::KernelSet::best() && detect_avx512())
@@ -133,28 +258,50 @@ fn detect_avx512() -> bool {
     }
 }
 
+/// The loops every kernel shares around its `tile::<R>` of `$width` outputs: inputs a block at
+/// a time (a panel's block and the rows' block stay in L1 while every tile passes over them),
+/// then panels, then tiles of rows. The caller guarantees the bounds (`Packed::product`).
+macro_rules! product_body {
+    ($width:expr, $a:ident, $a_stride:ident, $rows:ident, $k:ident, $packed:ident, $bias:ident, $n:ident, $out:ident, $out_stride:ident) => {{
+        debug_assert!($n.is_multiple_of(PANEL) && $packed.len() >= $n * $k && $bias.len() >= $n);
+        let mut k0 = 0;
+        while k0 < $k {
+            let kb = ($k - k0).min(K_BLOCK);
+            let first = k0 == 0;
+            for p in 0..$n / PANEL {
+                for part in (0..PANEL).step_by($width) {
+                    let panel = $packed.as_ptr().add((p * $k + k0) * PANEL + part);
+                    let bias = $bias.as_ptr().add(p * PANEL + part);
+                    let mut r = 0;
+                    while r < $rows {
+                        let a = $a.add(r * $a_stride + k0);
+                        let o = $out.add(r * $out_stride + p * PANEL + part);
+                        match $rows - r {
+                            1 => tile::<1>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
+                            2 => tile::<2>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
+                            3 => tile::<3>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
+                            4 => tile::<4>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
+                            5 => tile::<5>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
+                            _ => tile::<TILE_ROWS>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
+                        }
+                        r += TILE_ROWS;
+                    }
+                }
+            }
+            k0 += kb;
+        }
+    }};
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::{PANEL, TILE_ROWS};
+    use super::{K_BLOCK, PANEL, TILE_ROWS};
 
-    /// Inputs per block: 32 outputs' weights of a block (16 KiB) and 48 rows' inputs (24 KiB)
-    /// fit a 48 KiB L1 together.
-    const K_BLOCK: usize = 128;
-
-    /// Every row of `input` (rows of `k`) against every panel, into `out` (rows of `n`).
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn rows(input: &[f32], packed: &[f32], bias: &[f32], k: usize, n: usize, out: &mut [f32]) {
-        product(input.as_ptr(), k, input.len() / k, k, packed, bias, n, out.as_mut_ptr(), n);
-    }
-
-    /// `out[r][o] = bias[o] + Σᵢ a[r][i] · w(o, i)` for `rows` rows of `a` (`k` inputs, rows
-    /// `a_stride` apart) and `n` outputs (a multiple of `PANEL`) packed as `Dense` packs them,
-    /// into rows of `out` `out_stride` apart. The caller guarantees the bounds.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn product(
+    pub unsafe fn product(
         a: *const f32,
         a_stride: usize,
         rows: usize,
@@ -165,33 +312,7 @@ mod avx512 {
         out: *mut f32,
         out_stride: usize,
     ) {
-        debug_assert!(n.is_multiple_of(PANEL) && packed.len() >= n * k && bias.len() >= n);
-        // Inputs a block at a time, so a panel's block and the rows' block stay in L1 while
-        // every tile passes over them.
-        let mut k0 = 0;
-        while k0 < k {
-            let kb = (k - k0).min(K_BLOCK);
-            let first = k0 == 0;
-            for p in 0..n / PANEL {
-                let panel = packed[(p * k + k0) * PANEL..].as_ptr();
-                let bias = bias[p * PANEL..].as_ptr();
-                let mut r = 0;
-                while r < rows {
-                    let a = a.add(r * a_stride + k0);
-                    let o = out.add(r * out_stride + p * PANEL);
-                    match rows - r {
-                        1 => tile::<1>(a, a_stride, kb, panel, bias, first, o, out_stride),
-                        2 => tile::<2>(a, a_stride, kb, panel, bias, first, o, out_stride),
-                        3 => tile::<3>(a, a_stride, kb, panel, bias, first, o, out_stride),
-                        4 => tile::<4>(a, a_stride, kb, panel, bias, first, o, out_stride),
-                        5 => tile::<5>(a, a_stride, kb, panel, bias, first, o, out_stride),
-                        _ => tile::<TILE_ROWS>(a, a_stride, kb, panel, bias, first, o, out_stride),
-                    }
-                    r += TILE_ROWS;
-                }
-            }
-            k0 += kb;
-        }
+        product_body!(32, a, a_stride, rows, k, packed, bias, n, out, out_stride)
     }
 
     /// `R` rows of `a` (stride `a_stride`, `k` inputs) times one panel, added to the panel's
@@ -232,51 +353,30 @@ mod avx512 {
     }
 }
 
-/// The packed kernel with 256-bit FMA: each panel as two halves of 16 outputs.
+/// The packed kernel with 256-bit FMA: each panel as two parts of 16 outputs.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{PANEL, TILE_ROWS};
+    use super::{K_BLOCK, PANEL, TILE_ROWS};
 
-    /// Inputs per block, as in `avx512`.
-    const K_BLOCK: usize = 128;
-
-    /// Every row of `input` (rows of `k`) against every panel, into `out` (rows of `n`).
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn rows(input: &[f32], packed: &[f32], bias: &[f32], k: usize, n: usize, out: &mut [f32]) {
-        debug_assert!(n.is_multiple_of(PANEL) && packed.len() >= n * k && bias.len() >= n);
-        let (a, rows, out) = (input.as_ptr(), input.len() / k, out.as_mut_ptr());
-        let mut k0 = 0;
-        while k0 < k {
-            let kb = (k - k0).min(K_BLOCK);
-            let first = k0 == 0;
-            for p in 0..n / PANEL {
-                for half in [0, 16] {
-                    let panel = packed[(p * k + k0) * PANEL + half..].as_ptr();
-                    let bias = bias[p * PANEL + half..].as_ptr();
-                    let mut r = 0;
-                    while r < rows {
-                        let a = a.add(r * k + k0);
-                        let o = out.add(r * n + p * PANEL + half);
-                        match rows - r {
-                            1 => tile::<1>(a, k, kb, panel, bias, first, o, n),
-                            2 => tile::<2>(a, k, kb, panel, bias, first, o, n),
-                            3 => tile::<3>(a, k, kb, panel, bias, first, o, n),
-                            4 => tile::<4>(a, k, kb, panel, bias, first, o, n),
-                            5 => tile::<5>(a, k, kb, panel, bias, first, o, n),
-                            _ => tile::<TILE_ROWS>(a, k, kb, panel, bias, first, o, n),
-                        }
-                        r += TILE_ROWS;
-                    }
-                }
-            }
-            k0 += kb;
-        }
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn product(
+        a: *const f32,
+        a_stride: usize,
+        rows: usize,
+        k: usize,
+        packed: &[f32],
+        bias: &[f32],
+        n: usize,
+        out: *mut f32,
+        out_stride: usize,
+    ) {
+        product_body!(16, a, a_stride, rows, k, packed, bias, n, out, out_stride)
     }
 
-    /// `R` rows of `a` (stride `a_stride`, `k` inputs) times 16 outputs of a panel, added to
-    /// their bias (`first`) or to what `out` (stride `n`) holds, into `out`.
+    /// `R` rows of `a` times 16 outputs of a panel, as `avx512::tile` does 32.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -313,15 +413,117 @@ mod avx2 {
     }
 }
 
-/// `w(o, i)` for `outputs` × `inputs` laid out as `Dense` packs its weights, into `packed`
-/// (resized): panels of `PANEL` outputs, input-major inside a panel.
-fn pack(outputs: usize, inputs: usize, w: impl Fn(usize, usize) -> f32, packed: &mut Vec<f32>) {
-    packed.resize(outputs * inputs, 0.0);
-    for p in 0..outputs / PANEL {
-        for i in 0..inputs {
-            for j in 0..PANEL {
-                packed[(p * inputs + i) * PANEL + j] = w(p * PANEL + j, i);
+/// The packed kernel with NEON's fused multiply-add by a scalar (`fmla` by element): each
+/// panel as two parts of 16 outputs, 4 registers of 4 lanes.
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use std::arch::aarch64::*;
+
+    use super::{K_BLOCK, PANEL, TILE_ROWS};
+
+    #[target_feature(enable = "neon")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn product(
+        a: *const f32,
+        a_stride: usize,
+        rows: usize,
+        k: usize,
+        packed: &[f32],
+        bias: &[f32],
+        n: usize,
+        out: *mut f32,
+        out_stride: usize,
+    ) {
+        product_body!(16, a, a_stride, rows, k, packed, bias, n, out, out_stride)
+    }
+
+    /// `R` rows of `a` times 16 outputs of a panel, as `avx512::tile` does 32.
+    #[target_feature(enable = "neon")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<const R: usize>(
+        a: *const f32,
+        a_stride: usize,
+        k: usize,
+        panel: *const f32,
+        bias: *const f32,
+        first: bool,
+        out: *mut f32,
+        n: usize,
+    ) {
+        let from = if first { bias } else { out as *const f32 };
+        let mut acc = [[vdupq_n_f32(0.0); 4]; R];
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let from = if first { from } else { from.add(r * n) };
+            *acc = [vld1q_f32(from), vld1q_f32(from.add(4)), vld1q_f32(from.add(8)), vld1q_f32(from.add(12))];
+        }
+        for kk in 0..k {
+            let w = panel.add(kk * PANEL);
+            let w = [vld1q_f32(w), vld1q_f32(w.add(4)), vld1q_f32(w.add(8)), vld1q_f32(w.add(12))];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = *a.add(r * a_stride + kk);
+                for (acc, w) in acc.iter_mut().zip(w) {
+                    *acc = vfmaq_n_f32(*acc, w, x);
+                }
             }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for (i, acc) in acc.iter().enumerate() {
+                vst1q_f32(out.add(r * n + 4 * i), *acc);
+            }
+        }
+    }
+}
+
+/// The same chains in plain Rust (`mul_add` is one fused multiply-add where the CPU has it):
+/// the reference the vector kernels are tested against, and any other CPU's kernel.
+mod portable {
+    use super::{K_BLOCK, PANEL, TILE_ROWS};
+
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn product(
+        a: *const f32,
+        a_stride: usize,
+        rows: usize,
+        k: usize,
+        packed: &[f32],
+        bias: &[f32],
+        n: usize,
+        out: *mut f32,
+        out_stride: usize,
+    ) {
+        product_body!(16, a, a_stride, rows, k, packed, bias, n, out, out_stride)
+    }
+
+    /// `R` rows of `a` times 16 outputs of a panel, as `avx512::tile` does 32.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<const R: usize>(
+        a: *const f32,
+        a_stride: usize,
+        k: usize,
+        panel: *const f32,
+        bias: *const f32,
+        first: bool,
+        out: *mut f32,
+        n: usize,
+    ) {
+        let mut acc = [[0f32; 16]; R];
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let from = if first { bias } else { out.add(r * n) as *const f32 };
+            acc.copy_from_slice(std::slice::from_raw_parts(from, 16));
+        }
+        for kk in 0..k {
+            let w = std::slice::from_raw_parts(panel.add(kk * PANEL), 16);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = *a.add(r * a_stride + kk);
+                for (acc, &w) in acc.iter_mut().zip(w) {
+                    *acc = x.mul_add(w, *acc);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            std::slice::from_raw_parts_mut(out.add(r * n), 16).copy_from_slice(acc);
         }
     }
 }
@@ -330,39 +532,96 @@ fn pack(outputs: usize, inputs: usize, w: impl Fn(usize, usize) -> f32, packed: 
 mod tests {
     use super::*;
 
+    fn value(i: usize, salt: usize) -> f32 {
+        (((i * 2654435761 + salt) % 1000) as f32 - 500.0) / 700.0
+    }
+
+    /// Every kernel this CPU runs gives the plain Rust chain's bits, over shapes with part
+    /// panels, part blocks of inputs (more than 128), part tiles of rows and strided rows; and
+    /// the chain stays close to the exact sum.
     #[test]
-    fn both_kernels_compute_the_same_layer() {
-        // More inputs than a block (128), with a part block at the end.
-        let (rows, k, n) = (101, 300, 64);
-        let value = |i: usize, salt: usize| (((i * 2654435761 + salt) % 1000) as f32 - 500.0) / 700.0;
-        let weight: Vec<f32> = (0..n * k).map(|i| value(i, 1)).collect();
-        let bias: Vec<f32> = (0..n).map(|i| value(i, 2)).collect();
-        let input: Vec<f32> = (0..rows * k).map(|i| value(i, 3)).collect();
-        let exact = |r: usize, o: usize| {
-            bias[o] as f64 + (0..k).map(|j| input[r * k + j] as f64 * weight[o * k + j] as f64).sum::<f64>()
-        };
-        let kernels = if cfg!(target_arch = "x86_64") { vec![false, true] } else { vec![false] };
-        for wide in kernels {
-            let layer = Dense::with_kernel(weight.clone(), bias.clone(), n, k, wide, None);
-            assert_eq!(layer.packed.is_some(), wide);
-            let mut out = vec![0f32; rows * n];
-            layer.forward(&input, rows, &mut out, false);
+    fn every_kernel_gives_the_same_bits() {
+        for (rows, k, n, a_stride, out_extra) in [(101, 300, 64, 300, 0), (13, 32, 45, 96, 3), (7, 129, 32, 200, 32)] {
+            let weight: Vec<f32> = (0..n * k).map(|i| value(i, 1)).collect();
+            let packed = Packed::new(n, k, |o, i| weight[o * k + i]);
+            let mut bias: Vec<f32> = (0..n).map(|i| value(i, 2)).collect();
+            bias.resize(packed.width(), 0.0);
+            let input: Vec<f32> = (0..rows * a_stride).map(|i| value(i, 3)).collect();
+            let out_stride = packed.width() + out_extra;
+            let run = |kernel: F32Kernel| {
+                let mut out = vec![f32::NAN; rows * out_stride];
+                // SAFETY: `runnable` lists kernels this CPU runs; the buffers hold every row.
+                unsafe {
+                    packed.product_by(kernel, input.as_ptr(), a_stride, rows, &bias, out.as_mut_ptr(), out_stride)
+                };
+                out
+            };
+            let reference = run(F32Kernel::Portable);
             for r in 0..rows {
                 for o in 0..n {
-                    assert!((out[r * n + o] as f64 - exact(r, o)).abs() < 2e-4, "wide {wide}: row {r} output {o}");
+                    let exact = bias[o] as f64
+                        + (0..k).map(|i| input[r * a_stride + i] as f64 * weight[o * k + i] as f64).sum::<f64>();
+                    let got = reference[r * out_stride + o] as f64;
+                    assert!((got - exact).abs() < 2e-4, "{rows}×{k}×{n}: row {r} output {o}: {got} against {exact}");
                 }
             }
-            // Both packed kernels, whichever `forward` picked here.
-            #[cfg(target_arch = "x86_64")]
-            if let Some(packed) = &layer.packed {
-                let mut narrow = vec![0f32; rows * n];
-                // SAFETY: the build's baseline has AVX2 and FMA; the slices hold whole rows.
-                unsafe { avx2::rows(&input, packed, &bias, k, n, &mut narrow) };
+            for kernel in F32Kernel::runnable() {
+                let out = run(kernel);
                 for r in 0..rows {
-                    for o in 0..n {
-                        assert!((narrow[r * n + o] as f64 - exact(r, o)).abs() < 2e-4, "AVX2: row {r} output {o}");
-                    }
+                    let (ours, theirs) = (&out[r * out_stride..][..n], &reference[r * out_stride..][..n]);
+                    assert!(
+                        ours.iter().zip(theirs).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{kernel:?} differs from the plain chain in row {r} of {rows}×{k}×{n}"
+                    );
                 }
+            }
+        }
+    }
+
+    /// The plain chain's bits as x86-64 computed them: an ARM build (`tools/test-aarch64.sh`)
+    /// must get the same.
+    #[test]
+    fn the_chain_gives_x86_64s_bits() {
+        let (rows, k, n) = (9, 200, 40);
+        let packed = Packed::new(n, k, |o, i| value(o * k + i, 5));
+        let bias = vec![0.25; packed.width()];
+        let input: Vec<f32> = (0..rows * k).map(|i| value(i, 7)).collect();
+        let mut out = vec![0f32; rows * packed.width()];
+        packed.product(&input, k, rows, &bias, &mut out, packed.width());
+        let digest =
+            out.iter().fold(0xcbf29ce484222325u64, |h, v| (h ^ v.to_bits() as u64).wrapping_mul(0x100000001b3));
+        assert_eq!(digest, 5359531017940971421, "the f32 chain's bits differ from x86-64's");
+    }
+
+    #[test]
+    fn attentions_packings_are_the_general_one() {
+        let (count, width, stride) = (45, 40, 70);
+        let rows: Vec<f32> = (0..count * stride).map(|i| value(i, 8)).collect();
+        let general = Packed::new(count, width, |o, i| rows[o * stride + i]);
+        let mut by_output = Packed::default();
+        by_output.refill_by_output(&rows, stride, count, width);
+        assert_eq!((by_output.data == general.data, by_output.width), (true, general.width));
+        let general = Packed::new(width, count, |o, i| rows[i * stride + o]);
+        let mut by_input = Packed::new(3, 3, |_, _| 1.0);
+        by_input.refill_by_input(&rows, stride, width, count);
+        assert_eq!((by_input.data == general.data, by_input.width), (true, general.width));
+    }
+
+    #[test]
+    fn a_layer_with_outputs_inside_a_panel_writes_only_its_own() {
+        let (rows, k, n) = (50, 40, 20);
+        let weight: Vec<f32> = (0..n * k).map(|i| value(i, 9)).collect();
+        let bias: Vec<f32> = (0..n).map(|i| value(i, 4)).collect();
+        let input: Vec<f32> = (0..rows * k).map(|i| value(i, 6)).collect();
+        let layer = Dense::new(weight.clone(), bias.clone(), n, k, false);
+        let mut out = vec![f32::NAN; rows * n + 1];
+        layer.forward(&input, rows, &mut out, false);
+        assert!(out[rows * n].is_nan(), "nothing written past the rows");
+        for r in 0..rows {
+            for o in 0..n {
+                let exact =
+                    bias[o] as f64 + (0..k).map(|i| input[r * k + i] as f64 * weight[o * k + i] as f64).sum::<f64>();
+                assert!((out[r * n + o] as f64 - exact).abs() < 1e-4, "row {r} output {o}");
             }
         }
     }

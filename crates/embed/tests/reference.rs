@@ -101,3 +101,36 @@ fn the_int8_pass_stays_within_the_tolerance_of_the_f32_one() {
     let q = "which program runs a rigorous search";
     assert!(cosine(&int8.embed_query(q).unwrap(), &exact.embed_query(q).unwrap()) >= 0.99999);
 }
+
+/// The vectors' bits, as x86-64 computed them: every kernel set (`QUIRE_KERNELS`) and every
+/// CPU (an ARM build, `tools/test-aarch64.sh`) must give the same, so a collection searched on
+/// one machine ranks the same on another. The int8 pass where this CPU has exact 8-bit products.
+#[test]
+fn the_vectors_are_the_same_bits_on_every_cpu() {
+    let model = quire_testkit::model(&quire_models::MINILM);
+    let long = "Smith-Waterman searches with ssearch36 are slower than fasta36 but rigorous. ".repeat(60);
+    let paragraph = "The expectation value E() of a match is the number of scores as high expected by chance \
+        in a search of a database of this size. "
+        .repeat(4);
+    let texts = ["short", "medium length text about protein databases", paragraph.as_str(), long.as_str()];
+    let digest = |vectors: Vec<Vec<f32>>| {
+        vectors
+            .iter()
+            .flatten()
+            .fold(0xcbf29ce484222325u64, |h, v| (h ^ v.to_bits() as u64).wrapping_mul(0x100000001b3))
+    };
+    let f32_pass = Embedder::load_with(&model, ForwardPass::Fused).unwrap();
+    assert_eq!(
+        digest(f32_pass.embed_passages(&texts).unwrap()),
+        706163644605007083,
+        "the f32 pass's vectors differ from x86-64's"
+    );
+    if ForwardPass::int8_available() {
+        let int8 = Embedder::load_with(&model, ForwardPass::FusedInt8).unwrap();
+        assert_eq!(
+            digest(int8.embed_passages(&texts).unwrap()),
+            4085928528613875240,
+            "the int8 pass's vectors differ from x86-64's"
+        );
+    }
+}

@@ -1,10 +1,10 @@
 //! What the decoder (`quire-llm`) and the embedder (`quire-embed`) share about the CPU: the
-//! kernel sets it runs (`KernelSet`), and the softmax with the helpers it needs. The build baseline (x86-64-v3) has AVX2 and FMA;
-//! the AVX-512 form is for callers that detected it at run time.
+//! kernel sets it runs (`KernelSet`), and the softmax and SiLU with the helpers they need, in
+//! the build's baseline vectors (x86-64-v3's AVX2 and FMA, ARM's NEON).
 //!
-//! `softmax` is the decoder's: attention calls it for one token at a time and its result must
-//! not change with anything but the row (batch invariance), so it is the same instructions on
-//! every call of a process.
+//! `softmax` is the decoder's and the embedder's attention's: its result must not change with
+//! anything but the row (batch invariance) nor with the CPU, so it is one sequence of
+//! operations (`plain::softmax`'s) on every CPU; no wider form, whose sums would differ.
 
 /// The instruction sets the kernels (the decoder's and the embedder's) come in, chosen once
 /// per process. Every set gives the same bits, so the choice changes nothing but the time.
@@ -271,6 +271,25 @@ pub mod neon {
         acc
     }
 
+    /// `acc` plus, per lane, the 4 products of that lane's 4 bytes of `a` and of `b`: `sdot`
+    /// (inline assembly while Rust's intrinsic is unstable). The decoder's tiles and Q8_0 dot
+    /// products use it.
+    ///
+    /// # Safety
+    /// The CPU must have the dot product extension.
+    #[inline(always)]
+    pub unsafe fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        let mut acc = acc;
+        std::arch::asm!(
+            "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+        acc
+    }
+
     /// `acc` plus the 2×2 products of `a`'s two rows of 8 bytes (bytes 0..8, 8..16) with
     /// `b`'s two: lanes a0·b0, a0·b1, a1·b0, a1·b1. `smmla` (inline assembly while Rust's
     /// intrinsic is unstable); the decoder's panels use it.
@@ -457,68 +476,6 @@ pub mod avx2 {
 
 /// The softmax 16 values per instruction: the same polynomial as `avx2`'s exponential, the
 /// power of two applied with `vscalefps`, the tail under a mask.
-#[cfg(target_arch = "x86_64")]
-pub mod avx512 {
-    use std::arch::x86_64::*;
-
-    /// `row` becomes its softmax.
-    ///
-    /// # Safety
-    /// The CPU must have AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn softmax(row: &mut [f32]) {
-        let len = row.len();
-        let p = row.as_mut_ptr();
-        let tail = (len % 16) as u32;
-        let tail_mask: __mmask16 = ((1u32 << tail) - 1) as u16;
-        let whole = len - tail as usize;
-        let mut max = _mm512_set1_ps(f32::NEG_INFINITY);
-        for i in (0..whole).step_by(16) {
-            max = _mm512_max_ps(max, _mm512_loadu_ps(p.add(i)));
-        }
-        max = _mm512_max_ps(max, _mm512_mask_loadu_ps(_mm512_set1_ps(f32::NEG_INFINITY), tail_mask, p.add(whole)));
-        let max = _mm512_set1_ps(_mm512_reduce_max_ps(max));
-        let mut sum = _mm512_setzero_ps();
-        for i in (0..whole).step_by(16) {
-            let y = exp(_mm512_sub_ps(_mm512_loadu_ps(p.add(i)), max));
-            _mm512_storeu_ps(p.add(i), y);
-            sum = _mm512_add_ps(sum, y);
-        }
-        if tail > 0 {
-            let y = exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail_mask, p.add(whole)), max));
-            _mm512_mask_storeu_ps(p.add(whole), tail_mask, y);
-            sum = _mm512_mask_add_ps(sum, tail_mask, sum, y);
-        }
-        let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(sum));
-        for i in (0..whole).step_by(16) {
-            _mm512_storeu_ps(p.add(i), _mm512_mul_ps(_mm512_loadu_ps(p.add(i)), inv));
-        }
-        if tail > 0 {
-            let v = _mm512_maskz_loadu_ps(tail_mask, p.add(whole));
-            _mm512_mask_storeu_ps(p.add(whole), tail_mask, _mm512_mul_ps(v, inv));
-        }
-    }
-
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn exp(x: __m512) -> __m512 {
-        let x = _mm512_max_ps(x, _mm512_set1_ps(-87.0));
-        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(_mm512_fmadd_ps(
-            x,
-            _mm512_set1_ps(std::f32::consts::LOG2_E),
-            _mm512_set1_ps(0.5),
-        ));
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
-        let r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.121_944_4e-4), r);
-        let mut p = _mm512_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-        }
-        let y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0));
-        _mm512_scalef_ps(y, n)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -644,24 +601,5 @@ mod tests {
             }
         }
         assert_eq!(digest, 7869501711864209868, "the SiLU's bits differ from x86-64's");
-    }
-
-    /// The AVX-512 form against the same formula, where the CPU has it (on others only the
-    /// baseline form above is tested).
-    #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn the_avx512_softmax_matches_the_f64_formula() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
-            eprintln!("no AVX-512F on this CPU: the AVX-512 softmax is not tested here");
-            return;
-        }
-        for n in 1..70 {
-            let row: Vec<f32> = (0..n).map(|i| ((i * 7919 % 61) as f32 - 30.0) * 0.37).collect();
-            let mut got = row.clone();
-            unsafe { avx512::softmax(&mut got) };
-            for (i, (&g, want)) in got.iter().zip(exact(&row)).enumerate() {
-                assert!((g as f64 - want).abs() <= 4e-6 * want.max(1e-30) + 1e-37, "n {n} i {i}: {g} vs {want}");
-            }
-        }
     }
 }

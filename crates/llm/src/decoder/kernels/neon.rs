@@ -12,23 +12,15 @@ use super::block::{
 use super::panels::{each_block, Layout, Panels, PANEL};
 use super::{token_bytes, Q8K_BYTES, QK_K, TILE};
 use candle_core::quantized::k_quants::BlockQ8K;
-use quire_simd::neon::{sdot_lane, smmla};
+use quire_simd::neon::{sdot, sdot_lane, smmla};
 use std::arch::aarch64::*;
 
 /// `acc` plus the 16 products of `a` and `b`, four to a lane.
 #[inline(always)]
 unsafe fn dot<const SDOT: bool>(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     if SDOT {
-        let mut acc = acc;
         // SAFETY (of the caller): the CPU has dotprod (`KernelSet::NeonDotprod`).
-        std::arch::asm!(
-            "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
-            acc = inout(vreg) acc,
-            a = in(vreg) a,
-            b = in(vreg) b,
-            options(pure, nomem, nostack, preserves_flags)
-        );
-        acc
+        sdot(acc, a, b)
     } else {
         let low = vmull_s8(vget_low_s8(a), vget_low_s8(b));
         let high = vmull_high_s8(a, b);

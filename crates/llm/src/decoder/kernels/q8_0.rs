@@ -56,8 +56,8 @@ mod neon {
     use std::arch::aarch64::*;
 
     /// The 8 lanes' sums of 4 neighbouring products, as two vectors of 4. (No closure here: a
-    /// closure is a function of its own, without the caller's `dotprod`, and `sdot` would not
-    /// assemble in it.)
+    /// closure is a function of its own, without the caller's `dotprod`, and `sdot`'s inline
+    /// assembly would not assemble in it.)
     #[inline(always)]
     unsafe fn sums<const SDOT: bool>(x: *const i8, y: *const i8) -> [int32x4_t; 2] {
         [sum_of_16::<SDOT>(x, y), sum_of_16::<SDOT>(x.add(16), y.add(16))]
@@ -68,15 +68,7 @@ mod neon {
     unsafe fn sum_of_16<const SDOT: bool>(x: *const i8, y: *const i8) -> int32x4_t {
         let (a, b) = (vld1q_s8(x), vld1q_s8(y));
         if SDOT {
-            let mut acc = vdupq_n_s32(0);
-            std::arch::asm!(
-                "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
-                acc = inout(vreg) acc,
-                a = in(vreg) a,
-                b = in(vreg) b,
-                options(pure, nomem, nostack, preserves_flags)
-            );
-            acc
+            quire_simd::neon::sdot(vdupq_n_s32(0), a, b)
         } else {
             let low = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)));
             let high = vpaddlq_s16(vmull_high_s8(a, b));
