@@ -34,25 +34,17 @@ pub(crate) struct Packed {
     data: Vec<f32>,
     /// `outputs` rounded up to a whole panel.
     width: usize,
-    outputs: usize,
     inputs: usize,
 }
 
 impl Packed {
     pub fn new(outputs: usize, inputs: usize, w: impl Fn(usize, usize) -> f32) -> Packed {
         let mut packed = Packed::default();
-        packed.fill(outputs, inputs, w);
-        packed
-    }
-
-    fn fill(&mut self, outputs: usize, inputs: usize, w: impl Fn(usize, usize) -> f32) {
-        let width = outputs.next_multiple_of(PANEL);
-        self.data.clear();
-        self.data.resize(width * inputs, 0.0);
+        let width = packed.reset(outputs, inputs);
         for p in 0..width / PANEL {
             for i in 0..inputs {
                 let at = (p * inputs + i) * PANEL;
-                for (j, slot) in self.data[at..at + PANEL].iter_mut().enumerate() {
+                for (j, slot) in packed.data[at..at + PANEL].iter_mut().enumerate() {
                     let o = p * PANEL + j;
                     if o < outputs {
                         *slot = w(o, i);
@@ -60,15 +52,21 @@ impl Packed {
                 }
             }
         }
-        (self.width, self.outputs, self.inputs) = (width, outputs, inputs);
+        packed
+    }
+
+    /// Zeros for `outputs` × `inputs` weights (keeping the memory): the width they take.
+    fn reset(&mut self, outputs: usize, inputs: usize) -> usize {
+        (self.width, self.inputs) = (outputs.next_multiple_of(PANEL), inputs);
+        self.data.clear();
+        self.data.resize(self.width * inputs, 0.0);
+        self.width
     }
 
     /// Weights whose output `o`'s `inputs` values are row `o` of `rows` (rows `stride`
     /// apart): attention's keys, one output per key. Reads each row once, in order.
     pub fn refill_by_output(&mut self, rows: &[f32], stride: usize, outputs: usize, inputs: usize) {
-        let width = outputs.next_multiple_of(PANEL);
-        self.data.clear();
-        self.data.resize(width * inputs, 0.0);
+        self.reset(outputs, inputs);
         for o in 0..outputs {
             let (p, j) = (o / PANEL, o % PANEL);
             let panel = &mut self.data[p * inputs * PANEL..][..inputs * PANEL];
@@ -76,16 +74,13 @@ impl Packed {
                 panel[i * PANEL + j] = v;
             }
         }
-        (self.width, self.outputs, self.inputs) = (width, outputs, inputs);
     }
 
     /// Weights whose input `i`'s values for the `outputs` outputs are row `i` of `rows` (rows
     /// `stride` apart): attention's values, one input per value row. A panel's step is a copy
     /// of part of a row.
     pub fn refill_by_input(&mut self, rows: &[f32], stride: usize, outputs: usize, inputs: usize) {
-        let width = outputs.next_multiple_of(PANEL);
-        self.data.clear();
-        self.data.resize(width * inputs, 0.0);
+        let width = self.reset(outputs, inputs);
         for p in 0..width / PANEL {
             let part = (outputs - p * PANEL).min(PANEL);
             for i in 0..inputs {
@@ -93,7 +88,6 @@ impl Packed {
                 self.data[at..at + part].copy_from_slice(&rows[i * stride + p * PANEL..][..part]);
             }
         }
-        (self.width, self.outputs, self.inputs) = (width, outputs, inputs);
     }
 
     /// Outputs rounded up to a whole panel: the columns `product` writes.
@@ -192,9 +186,9 @@ impl Dense {
     }
 }
 
-/// The f32 kernels a process runs: the widest this CPU has, unless `QUIRE_KERNELS` (the
-/// decoder's switch too) asks for a narrower set, for side-by-side figures. Every one gives
-/// the same bits.
+/// The f32 kernels a process runs: the widest this CPU has (AVX-512F where it has it), unless
+/// `QUIRE_KERNELS` (the decoder's switch too) asks for a narrower set, for side-by-side
+/// figures. Every one gives the same bits.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum F32Kernel {
     #[cfg(target_arch = "x86_64")]
@@ -215,7 +209,7 @@ impl F32Kernel {
                 return F32Kernel::Portable;
             }
             #[cfg(target_arch = "x86_64")]
-            return if avx512() { F32Kernel::Avx512 } else { F32Kernel::Avx2 };
+            return if KernelSet::best() && detect_avx512() { F32Kernel::Avx512 } else { F32Kernel::Avx2 };
             #[cfg(target_arch = "aarch64")]
             return F32Kernel::Neon;
             #[allow(unreachable_code)]
@@ -240,57 +234,60 @@ impl F32Kernel {
     }
 }
 
-/// Whether to run the AVX-512 kernels: the CPU has AVX-512F, and `QUIRE_KERNELS` does not ask
-/// for a narrower set. Checked once.
-pub fn avx512() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| quire_simd::KernelSet::best() && detect_avx512())
-}
-
+#[cfg(target_arch = "x86_64")]
 fn detect_avx512() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    std::arch::is_x86_feature_detected!("avx512f")
 }
 
-/// The loops every kernel shares around its `tile::<R>` of `$width` outputs: inputs a block at
-/// a time (a panel's block and the rows' block stay in L1 while every tile passes over them),
+/// Each kernel set's `product`: `out[r][o] = bias[o] + Σᵢ a[r][i] · w(o, i)` for `rows` rows
+/// of `a` (`k` inputs, rows `a_stride` apart) and `n` outputs (whole panels) into rows of
+/// `out` `out_stride` apart, by the set's `tile::<R>` of `$width` outputs: inputs a block at a
+/// time (a panel's block and the rows' block stay in L1 while every tile passes over them),
 /// then panels, then tiles of rows. The caller guarantees the bounds (`Packed::product`).
-macro_rules! product_body {
-    ($width:expr, $a:ident, $a_stride:ident, $rows:ident, $k:ident, $packed:ident, $bias:ident, $n:ident, $out:ident, $out_stride:ident) => {{
-        debug_assert!($n.is_multiple_of(PANEL) && $packed.len() >= $n * $k && $bias.len() >= $n);
-        let mut k0 = 0;
-        while k0 < $k {
-            let kb = ($k - k0).min(K_BLOCK);
-            let first = k0 == 0;
-            for p in 0..$n / PANEL {
-                for part in (0..PANEL).step_by($width) {
-                    let panel = $packed.as_ptr().add((p * $k + k0) * PANEL + part);
-                    let bias = $bias.as_ptr().add(p * PANEL + part);
-                    let mut r = 0;
-                    while r < $rows {
-                        let a = $a.add(r * $a_stride + k0);
-                        let o = $out.add(r * $out_stride + p * PANEL + part);
-                        match $rows - r {
-                            1 => tile::<1>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
-                            2 => tile::<2>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
-                            3 => tile::<3>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
-                            4 => tile::<4>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
-                            5 => tile::<5>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
-                            _ => tile::<TILE_ROWS>(a, $a_stride, kb, panel, bias, first, o, $out_stride),
+macro_rules! product {
+    ($width:expr $(, $feature:literal)?) => {
+        $(#[target_feature(enable = $feature)])?
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn product(
+            a: *const f32,
+            a_stride: usize,
+            rows: usize,
+            k: usize,
+            packed: &[f32],
+            bias: &[f32],
+            n: usize,
+            out: *mut f32,
+            out_stride: usize,
+        ) {
+            debug_assert!(n.is_multiple_of(PANEL) && packed.len() >= n * k && bias.len() >= n);
+            let mut k0 = 0;
+            while k0 < k {
+                let kb = (k - k0).min(K_BLOCK);
+                let first = k0 == 0;
+                for p in 0..n / PANEL {
+                    for part in (0..PANEL).step_by($width) {
+                        let panel = packed.as_ptr().add((p * k + k0) * PANEL + part);
+                        let bias = bias.as_ptr().add(p * PANEL + part);
+                        let mut r = 0;
+                        while r < rows {
+                            let a = a.add(r * a_stride + k0);
+                            let o = out.add(r * out_stride + p * PANEL + part);
+                            match rows - r {
+                                1 => tile::<1>(a, a_stride, kb, panel, bias, first, o, out_stride),
+                                2 => tile::<2>(a, a_stride, kb, panel, bias, first, o, out_stride),
+                                3 => tile::<3>(a, a_stride, kb, panel, bias, first, o, out_stride),
+                                4 => tile::<4>(a, a_stride, kb, panel, bias, first, o, out_stride),
+                                5 => tile::<5>(a, a_stride, kb, panel, bias, first, o, out_stride),
+                                _ => tile::<TILE_ROWS>(a, a_stride, kb, panel, bias, first, o, out_stride),
+                            }
+                            r += TILE_ROWS;
                         }
-                        r += TILE_ROWS;
                     }
                 }
+                k0 += kb;
             }
-            k0 += kb;
         }
-    }};
+    };
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -299,21 +296,7 @@ mod avx512 {
 
     use super::{K_BLOCK, PANEL, TILE_ROWS};
 
-    #[target_feature(enable = "avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn product(
-        a: *const f32,
-        a_stride: usize,
-        rows: usize,
-        k: usize,
-        packed: &[f32],
-        bias: &[f32],
-        n: usize,
-        out: *mut f32,
-        out_stride: usize,
-    ) {
-        product_body!(32, a, a_stride, rows, k, packed, bias, n, out, out_stride)
-    }
+    product!(32, "avx512f");
 
     /// `R` rows of `a` (stride `a_stride`, `k` inputs) times one panel, added to the panel's
     /// bias (`first`) or to what `out` (stride `n`) holds, into `out`.
@@ -360,21 +343,7 @@ mod avx2 {
 
     use super::{K_BLOCK, PANEL, TILE_ROWS};
 
-    #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn product(
-        a: *const f32,
-        a_stride: usize,
-        rows: usize,
-        k: usize,
-        packed: &[f32],
-        bias: &[f32],
-        n: usize,
-        out: *mut f32,
-        out_stride: usize,
-    ) {
-        product_body!(16, a, a_stride, rows, k, packed, bias, n, out, out_stride)
-    }
+    product!(16, "avx2,fma");
 
     /// `R` rows of `a` times 16 outputs of a panel, as `avx512::tile` does 32.
     #[target_feature(enable = "avx2,fma")]
@@ -421,21 +390,7 @@ mod neon {
 
     use super::{K_BLOCK, PANEL, TILE_ROWS};
 
-    #[target_feature(enable = "neon")]
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn product(
-        a: *const f32,
-        a_stride: usize,
-        rows: usize,
-        k: usize,
-        packed: &[f32],
-        bias: &[f32],
-        n: usize,
-        out: *mut f32,
-        out_stride: usize,
-    ) {
-        product_body!(16, a, a_stride, rows, k, packed, bias, n, out, out_stride)
-    }
+    product!(16, "neon");
 
     /// `R` rows of `a` times 16 outputs of a panel, as `avx512::tile` does 32.
     #[target_feature(enable = "neon")]
@@ -480,20 +435,7 @@ mod neon {
 mod portable {
     use super::{K_BLOCK, PANEL, TILE_ROWS};
 
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn product(
-        a: *const f32,
-        a_stride: usize,
-        rows: usize,
-        k: usize,
-        packed: &[f32],
-        bias: &[f32],
-        n: usize,
-        out: *mut f32,
-        out_stride: usize,
-    ) {
-        product_body!(16, a, a_stride, rows, k, packed, bias, n, out, out_stride)
-    }
+    product!(16);
 
     /// `R` rows of `a` times 16 outputs of a panel, as `avx512::tile` does 32.
     #[inline]
