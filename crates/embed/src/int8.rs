@@ -1,6 +1,6 @@
 //! Dense layers in 8-bit integers: `vpdpbusd` (AVX-512 VNNI, 64 byte pairs per instruction;
-//! AVX-VNNI, 32) or `sdot` (ARM dot products, 16) where an f32 FMA multiplies 16, 8 or 4
-//! values.
+//! AVX-VNNI, 32), `vpmaddwd` (AVX2 alone, 16 pairs of the same bytes widened to 16 bits) or
+//! `sdot` (ARM dot products, 16) where an f32 FMA multiplies 16, 8 or 4 values.
 //!
 //! Both sides are quantized per block of `GROUP` inputs, which keeps the vectors within the
 //! embedder's tolerance (cosine ≥ 0.999 to sentence-transformers'); one scale per output row
@@ -36,6 +36,11 @@ pub struct Int8Weights {
     /// The sums themselves (ARM's signed products take back 128 of each).
     #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
     sum: Vec<i32>,
+    /// For the AVX2 kernel alone (`vpmaddwd` multiplies 16-bit words): the same integers
+    /// widened, panels of `PANEL` outputs, inside a panel the inputs 2 at a time, inside those
+    /// each output's 2 words. Empty where another set runs.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    wide: Vec<i16>,
     outputs: usize,
     inputs: usize,
 }
@@ -46,13 +51,14 @@ fn kernels() -> Option<KernelSet> {
     kernels_of(KernelSet::in_use())
 }
 
-/// The int8 kernels of `set`, where it has them: the VNNI sets' and ARM's dot products (with
-/// i8mm too: the embedder's layers are matrix-vector shaped per token group, which `sdot` by
-/// element serves). AVX2 alone has no exact 8-bit product of an unsigned and a signed byte
-/// that does not saturate (`vpmaddubsw` does), so there the layers stay in f32.
+/// The int8 kernels of `set`, where it has them: the VNNI sets', AVX2's and ARM's dot products
+/// (with i8mm too: the embedder's layers are matrix-vector shaped per token group, which `sdot`
+/// by element serves). AVX2's 8-bit product `vpmaddubsw` saturates its sums of two (2 · 255 ·
+/// 127 > 32,767), so its kernel multiplies the same integers as 16-bit words (`vpmaddwd`,
+/// exact). NEON without dot products stays in f32.
 fn kernels_of(set: KernelSet) -> Option<KernelSet> {
     match set {
-        KernelSet::Avx512Vnni | KernelSet::AvxVnni | KernelSet::NeonDotprod => Some(set),
+        KernelSet::Avx512Vnni | KernelSet::AvxVnni | KernelSet::Avx2 | KernelSet::NeonDotprod => Some(set),
         KernelSet::NeonI8mm => Some(KernelSet::NeonDotprod),
         _ => None,
     }
@@ -67,11 +73,13 @@ impl Int8Weights {
     /// The layer's row-major `[out][in]` weights quantized, or `None` where the kernel does not
     /// run here or the shape does not fit its blocks.
     pub fn new(weight: &[f32], outputs: usize, inputs: usize) -> Option<Int8Weights> {
-        available().then(|| Int8Weights::quantized(weight, outputs, inputs)).flatten()
+        let set = kernels()?;
+        Int8Weights::quantized(weight, outputs, inputs, set == KernelSet::Avx2)
     }
 
-    /// The weights quantized whatever the CPU, where the shape fits the blocks.
-    fn quantized(weight: &[f32], outputs: usize, inputs: usize) -> Option<Int8Weights> {
+    /// The weights quantized whatever the CPU, where the shape fits the blocks; with the AVX2
+    /// kernel's words where `wide` asks for them.
+    fn quantized(weight: &[f32], outputs: usize, inputs: usize, wide: bool) -> Option<Int8Weights> {
         if !outputs.is_multiple_of(PANEL) || !inputs.is_multiple_of(GROUP) {
             return None;
         }
@@ -80,6 +88,7 @@ impl Int8Weights {
         let mut scale = vec![0f32; outputs * blocks];
         let mut scaled_sum = vec![0f32; outputs * blocks];
         let mut sums = vec![0i32; outputs * blocks];
+        let mut words = vec![0i16; if wide { outputs * inputs } else { 0 }];
         for o in 0..outputs {
             let (p, j) = (o / PANEL, o % PANEL);
             for b in 0..blocks {
@@ -93,6 +102,9 @@ impl Int8Weights {
                     sum += q as i32;
                     let input = b * GROUP + i;
                     packed[(p * inputs / 4 + input / 4) * PANEL * 4 + j * 4 + input % 4] = q;
+                    if wide {
+                        words[(p * inputs / 2 + input / 2) * PANEL * 2 + j * 2 + input % 2] = q as i16;
+                    }
                 }
                 let at = (p * blocks + b) * PANEL + j;
                 scale[at] = s;
@@ -100,7 +112,7 @@ impl Int8Weights {
                 sums[at] = sum;
             }
         }
-        Some(Int8Weights { packed, scale, scaled_sum, sum: sums, outputs, inputs })
+        Some(Int8Weights { packed, scale, scaled_sum, sum: sums, wide: words, outputs, inputs })
     }
 
     /// `out[r] = input[r] · weightᵀ + bias` for `rows` rows, the work split over the thread pool.
@@ -122,11 +134,13 @@ impl Int8Weights {
                 match set {
                     #[cfg(target_arch = "x86_64")]
                     KernelSet::Avx512Vnni => unsafe { vnni::rows(q, self, bias, out) },
-                    #[cfg(target_arch = "x86_64")]
+                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
                     KernelSet::AvxVnni => match KernelSet::avxvnni_encoding() {
                         quire_simd::VnniEncoding::Vex => unsafe { ymm_vex::rows(q, self, bias, out) },
                         quire_simd::VnniEncoding::Evex => unsafe { ymm_evex::rows(q, self, bias, out) },
                     },
+                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+                    KernelSet::Avx2 => unsafe { avx2::rows(q, self, bias, out) },
                     #[cfg(target_arch = "aarch64")]
                     KernelSet::NeonDotprod => unsafe { neon::rows(q, self, bias, out) },
                     _ => plain::rows(q, self, bias, out),
@@ -140,6 +154,9 @@ impl Int8Weights {
 #[derive(Default)]
 struct Quantized {
     bytes: Vec<u8>,
+    /// The bytes widened to 16-bit words, for the AVX2 kernel alone.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    wide: Vec<u16>,
     /// `[row][block]`
     scale: Vec<f32>,
     low: Vec<f32>,
@@ -162,13 +179,17 @@ impl Quantized {
                 #[cfg(target_arch = "x86_64")]
                 KernelSet::Avx512Vnni => unsafe { vnni::quantize_block(values, bytes) },
                 #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
-                KernelSet::AvxVnni => unsafe { avx2::quantize_block(values, bytes) },
+                KernelSet::AvxVnni | KernelSet::Avx2 => unsafe { avx2::quantize_block(values, bytes) },
                 #[cfg(target_arch = "aarch64")]
                 KernelSet::NeonDotprod => unsafe { neon::quantize_block(values, bytes) },
                 _ => plain::quantize_block(values, bytes),
             };
             self.scale[i] = s;
             self.low[i] = low;
+        }
+        if set == KernelSet::Avx2 {
+            self.wide.clear();
+            self.wide.extend(self.bytes.iter().map(|&b| b as u16));
         }
     }
 }
@@ -391,30 +412,23 @@ fn each_half_panel(q: &Quantized, w: &Int8Weights, tile_rows: usize, mut each: i
 /// outputs (12 accumulators, 2 weight registers and a broadcast of the 16 registers).
 macro_rules! ymm_vnni {
     ($name:ident, $features:literal, $dpbusd:ident) => {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
         mod $name {
             use std::arch::x86_64::*;
 
             use super::{HalfPanel, Int8Weights, Quantized, GROUP, PANEL};
 
-            const TILE_ROWS: usize = 6;
+            use super::avx2::TILE_ROWS;
 
-            #[target_feature(enable = $features)]
+            /// The caller's CPU has this module's features.
             pub unsafe fn rows(q: &Quantized, w: &Int8Weights, bias: &[f32], out: &mut [f32]) {
-                let out = out.as_mut_ptr();
-                super::each_half_panel(q, w, TILE_ROWS, |at, rows| {
-                    // SAFETY: this module's features (the caller's contract); `at` is in bounds.
-                    unsafe {
-                        match rows {
-                            1 => tile::<1>(q, w, bias, out, at),
-                            2 => tile::<2>(q, w, bias, out, at),
-                            3 => tile::<3>(q, w, bias, out, at),
-                            4 => tile::<4>(q, w, bias, out, at),
-                            5 => tile::<5>(q, w, bias, out, at),
-                            _ => tile::<TILE_ROWS>(q, w, bias, out, at),
-                        }
-                    }
-                });
+                super::avx2::each_tile(
+                    q,
+                    w,
+                    bias,
+                    out,
+                    [tile::<1>, tile::<2>, tile::<3>, tile::<4>, tile::<5>, tile::<TILE_ROWS>],
+                )
             }
 
             /// Rows `r..r + R`, block `b`, outputs `16·half..` of panel `p`; the first block
@@ -423,7 +437,7 @@ macro_rules! ymm_vnni {
             #[inline]
             unsafe fn tile<const R: usize>(q: &Quantized, w: &Int8Weights, bias: &[f32], out: *mut f32, at: HalfPanel) {
                 let HalfPanel { r, b, p, half } = at;
-                let (n, k, blocks) = (w.outputs, w.inputs, w.inputs / GROUP);
+                let k = w.inputs;
                 let panel = w.packed.as_ptr().add((p * k + b * GROUP) * PANEL + 64 * half);
                 let a = q.bytes.as_ptr().add(r * k + b * GROUP);
                 let mut acc = [[_mm256_setzero_si256(); 2]; R];
@@ -437,24 +451,7 @@ macro_rules! ymm_vnni {
                         acc[1] = $dpbusd(acc[1], x, w1);
                     }
                 }
-                let at = (p * blocks + b) * PANEL + 16 * half;
-                let s = [0, 8].map(|j| _mm256_loadu_ps(w.scale.as_ptr().add(at + j)));
-                let m = [0, 8].map(|j| _mm256_loadu_ps(w.scaled_sum.as_ptr().add(at + j)));
-                for (i, acc) in acc.iter().enumerate() {
-                    let o = out.add((r + i) * n + p * PANEL + 16 * half);
-                    let from = if b == 0 { bias.as_ptr().add(p * PANEL + 16 * half) } else { o as *const f32 };
-                    let a_scale = _mm256_set1_ps(q.scale[(r + i) * blocks + b]);
-                    let a_low = _mm256_set1_ps(q.low[(r + i) * blocks + b]);
-                    for j in 0..2 {
-                        let base = _mm256_loadu_ps(from.add(8 * j));
-                        let v = _mm256_fmadd_ps(
-                            _mm256_cvtepi32_ps(acc[j]),
-                            _mm256_mul_ps(a_scale, s[j]),
-                            _mm256_fmadd_ps(a_low, m[j], base),
-                        );
-                        _mm256_storeu_ps(o.add(8 * j), v);
-                    }
-                }
+                super::avx2::finish(&acc, q, w, bias, out, at);
             }
         }
     };
@@ -462,12 +459,89 @@ macro_rules! ymm_vnni {
 
 ymm_vnni!(ymm_vex, "avxvnni", _mm256_dpbusd_avx_epi32);
 
-/// Quantizing activations 8 at a time on any x86-64-v3 CPU (the 256-bit VNNI set's).
+/// Any x86-64-v3 CPU: quantizing activations 8 at a time and ending a tile (the 256-bit VNNI
+/// kernels' too), and the AVX2 kernel: tiles of 6 rows × 16 outputs as in the VNNI kernels,
+/// the bytes of both sides widened to 16-bit words so that `vpmaddwd` multiplies them exactly
+/// (2 · 255 · 127 fits its 32-bit sums), each pair's sum added to the row's accumulators: the
+/// same integers as `vpdpbusd`'s.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::GROUP;
+    use super::{HalfPanel, Int8Weights, Quantized, GROUP, PANEL};
+
+    /// Rows per tile: 6 × 2 integer accumulators, 2 weight registers and a broadcast.
+    pub const TILE_ROWS: usize = 6;
+
+    pub unsafe fn rows(q: &Quantized, w: &Int8Weights, bias: &[f32], out: &mut [f32]) {
+        debug_assert!(w.wide.len() == w.packed.len() && q.wide.len() == q.bytes.len());
+        each_tile(q, w, bias, out, [tile::<1>, tile::<2>, tile::<3>, tile::<4>, tile::<5>, tile::<TILE_ROWS>])
+    }
+
+    /// A tile of rows `at.r..at.r + R` (the 256-bit kernels' and this one's).
+    pub type Tile = unsafe fn(&Quantized, &Int8Weights, &[f32], *mut f32, HalfPanel);
+
+    /// Every tile of the layer, blocks in order, one of `r` rows by `tiles[r - 1]`. The tiles
+    /// must run on this CPU (the caller's contract).
+    pub unsafe fn each_tile(q: &Quantized, w: &Int8Weights, bias: &[f32], out: &mut [f32], tiles: [Tile; TILE_ROWS]) {
+        let out = out.as_mut_ptr();
+        // SAFETY: the caller's contract; `at` is in bounds.
+        super::each_half_panel(q, w, TILE_ROWS, |at, rows| unsafe { tiles[rows - 1](q, w, bias, out, at) });
+    }
+
+    /// Rows `r..r + R`, block `b`, outputs `16·half..` of panel `p`, 2 inputs a step.
+    #[inline]
+    unsafe fn tile<const R: usize>(q: &Quantized, w: &Int8Weights, bias: &[f32], out: *mut f32, at: HalfPanel) {
+        let HalfPanel { r, b, p, half } = at;
+        let k = w.inputs;
+        let panel = w.wide.as_ptr().add((p * k + b * GROUP) * PANEL + 32 * half);
+        let a = q.wide.as_ptr().add(r * k + b * GROUP);
+        let mut acc = [[_mm256_setzero_si256(); 2]; R];
+        for step in 0..GROUP / 2 {
+            let wp = panel.add(step * PANEL * 2);
+            let (w0, w1) = (_mm256_loadu_si256(wp as *const __m256i), _mm256_loadu_si256(wp.add(16) as *const __m256i));
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let x = _mm256_set1_epi32((a.add(i * k + step * 2) as *const i32).read_unaligned());
+                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(x, w0));
+                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(x, w1));
+            }
+        }
+        finish(&acc, q, w, bias, out, at);
+    }
+
+    /// A tile's exact integers into its outputs, `plain::finish`'s two fused multiply-adds 8
+    /// outputs at a time; the first block starts from the bias, the others from what `out`
+    /// holds.
+    #[inline(always)]
+    pub unsafe fn finish<const R: usize>(
+        acc: &[[__m256i; 2]; R],
+        q: &Quantized,
+        w: &Int8Weights,
+        bias: &[f32],
+        out: *mut f32,
+        at: HalfPanel,
+    ) {
+        let HalfPanel { r, b, p, half } = at;
+        let (n, blocks) = (w.outputs, w.inputs / GROUP);
+        let at = (p * blocks + b) * PANEL + 16 * half;
+        let s = [0, 8].map(|j| _mm256_loadu_ps(w.scale.as_ptr().add(at + j)));
+        let m = [0, 8].map(|j| _mm256_loadu_ps(w.scaled_sum.as_ptr().add(at + j)));
+        for (i, acc) in acc.iter().enumerate() {
+            let o = out.add((r + i) * n + p * PANEL + 16 * half);
+            let from = if b == 0 { bias.as_ptr().add(p * PANEL + 16 * half) } else { o as *const f32 };
+            let a_scale = _mm256_set1_ps(q.scale[(r + i) * blocks + b]);
+            let a_low = _mm256_set1_ps(q.low[(r + i) * blocks + b]);
+            for j in 0..2 {
+                let base = _mm256_loadu_ps(from.add(8 * j));
+                let v = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(acc[j]),
+                    _mm256_mul_ps(a_scale, s[j]),
+                    _mm256_fmadd_ps(a_low, m[j], base),
+                );
+                _mm256_storeu_ps(o.add(8 * j), v);
+            }
+        }
+    }
 
     /// `plain::quantize_block`'s bytes: the same rounding (`cvtps` rounds half to even), the
     /// clamp to 0..=255 by the packs' saturation.
@@ -613,7 +687,7 @@ mod tests {
     #[test]
     fn the_int8_layer_stays_close_to_the_exact_one() {
         if !available() {
-            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+            eprintln!("skipped: this CPU runs no int8 kernel (NEON without dot products)");
             return;
         }
         // Two blocks, rows not a multiple of a tile or a task, one constant block of inputs.
@@ -645,8 +719,8 @@ mod tests {
         assert_eq!(alone, out[7 * n..8 * n]);
     }
 
-    /// Every int8 kernel set this CPU runs gives the plain arithmetic's bits (AVX-512 VNNI and
-    /// the 256-bit VNNI kernels on x86, `sdot` on ARM), and those are the bits recorded on
+    /// Every int8 kernel set this CPU runs gives the plain arithmetic's bits (AVX-512 VNNI, the
+    /// 256-bit VNNI kernels and AVX2's 16-bit words on x86, `sdot` on ARM), and those are the bits recorded on
     /// x86-64 (2026-12-03): a passage's vector is the same on every CPU that runs int8.
     #[test]
     fn every_int8_kernel_set_gives_the_same_bits() {
@@ -656,7 +730,7 @@ mod tests {
         let bias: Vec<f32> = (0..n).map(|i| value(i, 2)).collect();
         let mut input: Vec<f32> = (0..rows * k).map(|i| value(i, 3) * if i % 7 == 0 { 9.0 } else { 1.0 }).collect();
         input[2 * k..2 * k + GROUP].fill(-0.5);
-        let layer = Int8Weights::quantized(&weight, n, k).unwrap();
+        let layer = Int8Weights::quantized(&weight, n, k, true).unwrap();
         let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         let mut plain = vec![0f32; rows * n];
         layer.forward_by(KernelSet::Portable, &input, rows, &bias, &mut plain);
