@@ -1208,3 +1208,86 @@ fn a_question_too_long_is_refused_at_once_in_the_window() {
     );
     assert_eq!(fits, json!(true), "the long question overflows its card");
 }
+
+/// Damaged files, from the window (issue 39): a question over damaged passages fails with the
+/// way out and a button offering it; the settings' Library health names the damaged table,
+/// Repair mends it (the damaged files kept aside) and the same question is answered again.
+#[test]
+fn damaged_files_are_checked_and_repaired_from_the_window() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    let docs = tempfile::tempdir().unwrap();
+    for (i, animal) in ["otter", "heron", "lynx", "badger", "marten", "ibis"].iter().enumerate() {
+        let body = format!(
+            "# Field note {i}\n\nThe {animal} seen at station {i} was tagged with ring number {}.\n",
+            1000 + i * 7
+        );
+        std::fs::write(docs.path().join(format!("note-{i}.md")), body).unwrap();
+    }
+    let mut app = App::start(smollm2_settings());
+    app.wait_ready();
+    app.type_into("#add-path-input", docs.path().to_str().unwrap());
+    app.click("#add-path-button");
+    let listed = |a: &App| a.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64();
+    app.wait_until("the six notes listed", Duration::from_secs(300), |a| listed(a).filter(|&n| n == 6));
+
+    // The app quits; every data file of the chunk table is damaged; it starts again.
+    ureq::delete(&format!("{}/session/{}", app.base, app.session)).call().expect("the app did not quit");
+    let data_dir = quire_engine::collection_dir(app.home.path(), quire_engine::DEFAULT_COLLECTION).unwrap();
+    let data_files: Vec<PathBuf> =
+        quire_testkit::files_under(&data_dir.join("chunks.lance/data")).into_keys().collect();
+    assert!(!data_files.is_empty());
+    for file in &data_files {
+        let len = std::fs::metadata(file).unwrap().len() as usize;
+        quire_testkit::damage_file(file, &[100, len / 2, len - 40]);
+    }
+    app.session = new_session(&app.base);
+    app.wait_ready();
+    let question = "Which animal was tagged with ring number 1007?";
+    app.type_into("#question", question);
+    app.click("#ask-button");
+    let said = app.wait_until("the answer to fail on the damaged passages", Duration::from_secs(120), |a| {
+        let v = a.js(
+            "const e = [...document.querySelectorAll('.exchange')].pop(); \
+             return e && e.dataset.state === 'error' ? e.querySelector('.answer-meta').textContent : null;",
+            json!([]),
+        );
+        v.as_str().map(str::to_string)
+    });
+    assert!(said.contains("quire repair") && said.contains("Check and repair the library"), "{said}");
+    app.screenshot("16-damaged-answer.png");
+
+    // The offer opens Library health and checks: the chunk table is damaged, the listing is not.
+    app.click(".exchange:last-of-type .answer-meta button.offer");
+    let checked = app.wait_until("the check", Duration::from_secs(120), |a| {
+        (a.attr("#library-health", "data-state").as_deref() == Some("damaged")).then(|| a.text("#library-health"))
+    });
+    assert!(checked.contains("chunks") && checked.contains("DAMAGED") && checked.contains("reads whole"), "{checked}");
+    assert_eq!(app.attr("#repair-library-button", "hidden"), None, "Repair is offered");
+    app.click("#repair-library-button");
+    let repaired = app.wait_until("the repair", Duration::from_secs(300), |a| {
+        match a.attr("#library-health", "data-state").as_deref() {
+            Some("whole") => Some(a.text("#library-health")),
+            Some("damaged") => panic!("the repair failed: {} {}", a.text("#library-health"), a.text("#settings-error")),
+            _ => None,
+        }
+    });
+    eprintln!("repair: {repaired}");
+    assert!(repaired.contains("Repaired: the library reads whole"), "{repaired}");
+    // In a narrow window, the lines (paths among them) stay inside the dialog.
+    app.set_size(800, 600);
+    app.js("document.getElementById('library-health').scrollIntoView({block: 'end'});", json!([]));
+    app.element_screenshot("#settings-dialog", "17-library-repaired.png");
+    let fits = app
+        .js("const h = document.getElementById('library-health'); return h.scrollWidth <= h.clientWidth;", json!([]));
+    assert_eq!(fits, json!(true), "the repair's lines overflow the dialog");
+    app.set_size(1280, 800);
+    assert!(data_dir.join("damaged").is_dir() || repaired.contains("back to version"), "{repaired}");
+    app.click("#settings-dialog button[value=close]");
+
+    // The same question, answered again from the mended library, with its passages.
+    let (seen, _) = app.ask(question, Duration::from_secs(300));
+    assert!(!seen.is_empty());
+    let sources = app.js("return document.querySelectorAll('#source-list .source').length;", json!([])).as_u64();
+    assert!(sources.unwrap_or(0) > 0, "no sources after the repair");
+    assert_eq!(listed(&app), Some(6));
+}

@@ -594,18 +594,6 @@ fn a_question_too_long_is_refused_at_once() {
     assert!(took < Duration::from_secs(1), "refused after {took:?}");
 }
 
-/// Bytes overwritten at `offsets` of `file` (wrapped to its length).
-fn damage(file: &Path, offsets: &[usize]) {
-    let mut bytes = std::fs::read(file).unwrap();
-    let len = bytes.len();
-    for &at in offsets {
-        for (i, b) in [0xde, 0xad, 0xbe, 0xef].into_iter().enumerate() {
-            bytes[(at + i) % len] = b;
-        }
-    }
-    std::fs::write(file, bytes).unwrap();
-}
-
 /// The data files of one table of the collection, or its newest manifest (LanceDB names
 /// manifests `u64::MAX - version`, so the newest sorts first).
 fn table_files(home: &QuireHome, table: &str, which: &str) -> Vec<std::path::PathBuf> {
@@ -640,14 +628,15 @@ fn damaged_index_files_are_named_and_repaired_from_the_documents() {
     // 1. The chunk table's data files, damaged at several offsets.
     for file in table_files(&home, "chunks", "data") {
         let len = std::fs::metadata(&file).unwrap().len() as usize;
-        damage(&file, &[100, len / 2, len - 40]);
+        quire_testkit::damage_file(&file, &[100, len / 2, len - 40]);
     }
     let search = home.quire(searches[0]);
     assert!(!search.status.success());
-    // LanceDB's reading task panics on some of these bytes and prints it; Quire's last word is
-    // the way out.
+    // LanceDB's reading task panics on some of these bytes; the panic is not printed, Quire's
+    // error (which carries its message) is, with the way out.
     let said = text(&search.stderr);
     assert!(said.trim_end().ends_with("`quire check` says which, `quire repair` mends them"), "{said}");
+    assert!(!said.contains("panicked at"), "LanceDB's panic printed: {said}");
     let check = home.quire(&["check"]);
     assert_eq!(check.status.code(), Some(1));
     let said = text(&check.stdout);
@@ -665,7 +654,7 @@ fn damaged_index_files_are_named_and_repaired_from_the_documents() {
 
     // 2. The documents table's newest manifest: 16 bytes at its start (LanceDB panics reading it).
     let newest = table_files(&home, "documents", "_versions")[0].clone();
-    damage(&newest, &[0, 4, 8, 12]);
+    quire_testkit::damage_file(&newest, &[0, 4, 8, 12]);
     let list = home.quire(&["list"]);
     assert!(!list.status.success());
     let said = text(&list.stderr);
@@ -686,4 +675,25 @@ fn damaged_index_files_are_named_and_repaired_from_the_documents() {
     // The damaged manifest is kept, not deleted.
     let aside = home.data_dir().join("damaged");
     assert!(quire_testkit::files_under(&aside).keys().any(|p| p.extension().is_some_and(|e| e == "manifest")));
+
+    // 3. The chunk table's BM25 index (`_indices`), each of its files damaged, its footer too:
+    // the table reads whole, the index does not; the repair drops it and builds it again.
+    let indices = home.data_dir().join("chunks.lance").join("_indices");
+    let index_files: Vec<_> = quire_testkit::files_under(&indices).into_keys().collect();
+    assert!(!index_files.is_empty(), "no index files under {}", indices.display());
+    for file in &index_files {
+        let len = std::fs::metadata(file).unwrap().len() as usize;
+        quire_testkit::damage_file(file, &[100, len / 2, len - 40]);
+    }
+    let check = home.quire(&["check"]);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check.stdout));
+    let said = text(&check.stdout);
+    assert!(said.contains("chunks     DAMAGED: its index") && said.contains("documents  reads whole"), "{said}");
+    let repair = home.quire(&["repair"]);
+    assert!(repair.status.success(), "{}", text(&repair.stderr));
+    assert!(text(&repair.stdout).contains("could not be read and is built again"), "{}", text(&repair.stdout));
+    for (args, before) in searches.iter().zip(&reference) {
+        assert_eq!(&text(&home.quire(args).stdout), before, "{args:?} after the index was built again");
+    }
+    assert!(home.quire(&["check"]).status.success());
 }

@@ -22,6 +22,7 @@ mod tests {
         crate::settings::Settings::export_all_to(dir).unwrap();
         quire_engine::KeyInfo::export_all_to(dir).unwrap();
         LocalApi::export_all_to(dir).unwrap();
+        LibraryHealth::export_all_to(dir).unwrap();
         let events = format!(
             "// Generated from src-tauri/src/ipc.rs. Do not edit.\n\
              export const EVENT_INGEST = {:?};\n\

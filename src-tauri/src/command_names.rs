@@ -15,6 +15,8 @@ macro_rules! for_each_command {
             memory_budget: quire_engine::MemoryBudget,
             open_source: String,
             remove_document: bool,
+            check_library: crate::ipc::LibraryHealth,
+            repair_library: crate::ipc::LibraryHealth,
             switch_collection: (),
             set_models: crate::ipc::SetModelsResult,
             installed_models: Vec<quire_engine::memory::InstalledModel>,

@@ -19,7 +19,7 @@ use crate::state::{cancel_job, start_job, AppState, EngineSlot, Lock};
 type Reply<T> = Result<T, String>;
 
 fn say(e: anyhow::Error) -> String {
-    format!("{e:#}")
+    quire_engine::health::explained(&e)
 }
 
 /// What the lock screen says where a new collection gets a passphrase instead of a keychain.
@@ -180,8 +180,9 @@ pub enum IngestWork {
 }
 
 pub async fn run_ingestion(app: &AppHandle, state: &AppState, work: IngestWork) -> Reply<IngestSummary> {
-    let engine = state.engine().await.map_err(say)?;
+    // The engine is taken once it is this ingestion's turn: a repair before it opens a new one.
     let _turn = state.ingest_turn.lock().await;
+    let engine = state.engine().await.map_err(say)?;
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
     let cancel = start_job(&state.ingest_cancel);
     let emitter = app.clone();
@@ -203,6 +204,66 @@ pub async fn run_ingestion(app: &AppHandle, state: &AppState, work: IngestWork) 
         failed: report.failed().into_iter().map(|(p, r)| FailedFile { path: p.into(), reason: r.into() }).collect(),
         chunks: report.chunks(),
         cancelled: cancel.is_cancelled(),
+    })
+}
+
+/// Reads every table of the library whole and loads its indexes: what is damaged, if anything.
+/// Works on a library too damaged to open.
+#[tauri::command]
+pub async fn check_library(state: State<'_, AppState>) -> Reply<LibraryHealth> {
+    let config = state.engine_config().map_err(say)?;
+    let checks = quire_engine::health::check(&config.data_dir).await.map_err(say)?;
+    Ok(LibraryHealth {
+        lines: checks.iter().map(|c| c.describe()).collect(),
+        whole: checks.iter().all(|c| c.damage.is_none()),
+        reindexed: 0,
+    })
+}
+
+/// Mends a damaged library (`quire_engine::health::repair`): the collection closes, goes back
+/// to what reads whole, opens again and indexes from the documents on disk what it lost, the
+/// progress as `EVENT_INGEST` events. Ingestions wait meanwhile.
+#[tauri::command]
+pub async fn repair_library(app: AppHandle, state: State<'_, AppState>) -> Reply<LibraryHealth> {
+    let turn = state.ingest_turn.lock().await;
+    let config = state.engine_config().map_err(say)?;
+    state.close_for_repair().await.map_err(say)?;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    let cancel = start_job(&state.ingest_cancel);
+    let emitter = app.clone();
+    let mut on_event = |event: Event| {
+        let _ = emitter.emit(EVENT_INGEST, &event);
+    };
+    let repaired = quire_engine::health::repair(config, &[], &mut on_event, &cancel).await;
+    cancel_job(&state.ingest_cancel);
+    let (engine, repaired) = match repaired {
+        Ok(done) => done,
+        Err(e) => {
+            // The slot says what the collection is now (open, or why not).
+            let _ = state.open_engine().await;
+            let _ = app.emit(EVENT_STATUS_CHANGED, ());
+            return Err(say(e));
+        }
+    };
+    let engine = state.repaired(engine).await;
+    drop(turn);
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    preload(&app, engine);
+    let mut lines: Vec<String> = repaired.tables.iter().map(|r| r.describe()).collect();
+    if repaired.forgotten > 0 {
+        lines.push(format!(
+            "{} documents had lost their passages or their listing and were indexed again from their files",
+            repaired.forgotten
+        ));
+    }
+    if repaired.listing_lost {
+        lines.push("The list of documents was lost with the damaged files: add your folders again (the vectors kept are reused).".into());
+    }
+    lines.extend(repaired.checks.iter().map(|c| c.describe()));
+    Ok(LibraryHealth {
+        lines,
+        whole: repaired.whole(),
+        reindexed: repaired.report.count(|o| matches!(o, FileOutcome::Indexed { .. })),
     })
 }
 

@@ -84,6 +84,16 @@ pub struct FailedFile {
     pub reason: String,
 }
 
+/// A check or a repair of the library's files: one line per table (and what was indexed again).
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct LibraryHealth {
+    pub lines: Vec<String>,
+    /// Whether every table reads whole (after the repair, for a repair).
+    pub whole: bool,
+    /// Documents indexed again from their files by a repair.
+    pub reindexed: usize,
+}
+
 /// The local API, when it runs: where, and the bearer token other tools send.
 #[derive(Debug, Clone, Serialize, TS)]
 pub struct LocalApi {

@@ -27,6 +27,7 @@ fn main() {
     // When started as a loader child process, this loads one file and exits (before any window).
     quire_ingest::isolate::serve_if_worker();
     quire_ingest::quiet_parser_panics();
+    quire_engine::quiet_caught_panics();
     let home = match quire_models::quire_home() {
         Ok(h) => h,
         Err(e) => {

@@ -185,6 +185,26 @@ impl AppState {
         crate::platform::return_freed_memory();
     }
 
+    /// Closes the collection for a repair of its files (refused while locked: the repair
+    /// indexes again, which needs the key). A running answer is cancelled; the slot says the
+    /// collection is opening until `repaired` puts the mended one back.
+    pub async fn close_for_repair(&self) -> Result<()> {
+        let mut slot = self.engine.write().await;
+        anyhow::ensure!(!matches!(&*slot, EngineSlot::Locked(_)), "Quire is locked: unlock it first");
+        cancel_job(&self.answer_cancel);
+        let open = std::mem::replace(&mut *slot, EngineSlot::Opening);
+        drop(slot);
+        drop(open);
+        Ok(())
+    }
+
+    /// The engine a repair opened on the mended collection, in use from now on.
+    pub async fn repaired(&self, engine: Engine) -> Arc<Engine> {
+        let engine = Arc::new(engine);
+        *self.engine.write().await = EngineSlot::Ready(engine.clone());
+        engine
+    }
+
     /// The open engine, or a sentence saying why there is none.
     pub async fn engine(&self) -> Result<Arc<Engine>> {
         match &*self.engine.read().await {

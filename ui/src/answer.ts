@@ -137,11 +137,17 @@ export class ExchangeView {
     );
   }
 
-  fail(message: string): void {
+  /// `action`: a button after the message, offering the way out.
+  fail(message: string, action?: { label: string; run: () => void }): void {
     this.reading.hidden = true;
     this.root.setAttribute("data-state", message === "cancelled" ? "cancelled" : "error");
     this.meta.textContent = message === "cancelled" ? "stopped" : message;
     this.meta.classList.toggle("error", message !== "cancelled");
+    if (action) {
+      const button = el("button", { className: "small offer", text: action.label, attrs: { type: "button" } });
+      button.addEventListener("click", action.run);
+      this.meta.append(" ", button);
+    }
   }
 }
 

@@ -10,6 +10,7 @@ import type { Event as EngineEvent } from "./bindings/Event";
 import type { Exchange } from "./bindings/Exchange";
 import type { IngestSummary } from "./bindings/IngestSummary";
 import type { KeyInfo } from "./bindings/KeyInfo";
+import type { LibraryHealth } from "./bindings/LibraryHealth";
 import type { InstalledModel } from "./bindings/InstalledModel";
 import type { MemoryBudget } from "./bindings/MemoryBudget";
 import type { Settings } from "./bindings/Settings";
@@ -18,7 +19,13 @@ import { COMMANDS, type Replies } from "./bindings/commands";
 import { EVENT_DRAGGING, EVENT_FETCH, EVENT_FILES_DROPPED, EVENT_INGEST, EVENT_RESEAL, EVENT_STATUS_CHANGED } from "./bindings/events";
 
 export type Command = (typeof COMMANDS)[number];
-export type { Answer, AppStatus, EngineEvent, Exchange, IngestSummary, InstalledModel, KeyInfo, MemoryBudget, Settings, Turn };
+export type { Answer, AppStatus, EngineEvent, Exchange, IngestSummary, InstalledModel, KeyInfo, LibraryHealth, MemoryBudget, Settings, Turn };
+
+/// Whether an error says the library's files are damaged (the engine ends such errors with
+/// the way out, naming `quire repair`): the window then offers its own check and repair.
+export function saysDamaged(message: string): boolean {
+  return message.includes("quire repair");
+}
 
 function call<C extends Command>(command: C, args?: Record<string, unknown>): Promise<Replies[C]> {
   return invoke<Replies[C]>(command, args);
@@ -40,6 +47,10 @@ export const api = {
   /// Says how the document was opened (at the page, or why not).
   openSource: (chunkId: string, page: number | null) => call("open_source", { chunkId, page }),
   removeDocument: (docId: string) => call("remove_document", { docId }),
+  /// Reads the library's files whole: what is damaged, if anything.
+  checkLibrary: () => call("check_library"),
+  /// Mends damaged files and indexes again what they lost (progress as ingestion events).
+  repairLibrary: () => call("repair_library"),
   switchCollection: (name: string) => call("switch_collection", { name }),
   setModels: (target: string | null, draft: string | null) => call("set_models", { target, draft }),
   installedModels: () => call("installed_models"),

@@ -1,5 +1,5 @@
 // The ask box and the conversation, shared by the main window and the quick-ask window.
-import { api, errorText, type Exchange, type Turn } from "./api";
+import { api, errorText, saysDamaged, type Exchange, type Turn } from "./api";
 import { renderSources, retrievedPlaces, ExchangeView } from "./answer";
 import { byId, el } from "./dom";
 
@@ -10,7 +10,8 @@ export type Chat = {
   clear: () => void;
 };
 
-export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
+/// `onDamaged`: offered (a button on the failed answer) when an answer fails on damaged files.
+export function setupChat(opts: { onAnswered?: () => void; onDamaged?: () => void } = {}): Chat {
   const form = byId<HTMLFormElement>("ask-form");
   const question = byId<HTMLTextAreaElement>("question");
   const askButton = byId<HTMLButtonElement>("ask-button");
@@ -110,7 +111,9 @@ export function setupChat(opts: { onAnswered?: () => void } = {}): Chat {
       view.root.scrollIntoView({ block: "end" });
       opts.onAnswered?.();
     } catch (e) {
-      view.fail(errorText(e));
+      const message = errorText(e);
+      const repair = opts.onDamaged && saysDamaged(message) ? { label: "Check and repair the library…", run: opts.onDamaged } : undefined;
+      view.fail(message, repair);
     } finally {
       setBusy(false);
     }

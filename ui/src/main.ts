@@ -1,5 +1,5 @@
 // The main window: library and ingestion, chat, sources, memory budget, settings.
-import { api, errorText, events, type AppStatus, type IngestSummary, type InstalledModel } from "./api";
+import { api, errorText, events, saysDamaged, type AppStatus, type IngestSummary, type InstalledModel, type LibraryHealth } from "./api";
 import { setupChat, type Chat } from "./chat";
 import { byId, el } from "./dom";
 import { counted, fileName, formatBytes, formatTimeLeft, newPassphraseProblem } from "./format";
@@ -217,7 +217,12 @@ let fetchLine = "";
 function showProblems(problems: string[], missing: string[] = []) {
   const box = byId("problems");
   box.hidden = problems.length === 0 && !fetching;
-  const lines: HTMLElement[] = problems.map((p) => el("p", { text: p }));
+  const lines: HTMLElement[] = problems.map((p) => {
+    if (!saysDamaged(p)) return el("p", { text: p });
+    const button = el("button", { className: "small offer", text: "Check and repair the library…", attrs: { type: "button" } });
+    button.addEventListener("click", checkLibraryHealth);
+    return el("p", { text: `${p} ` }, button);
+  });
   if (missing.length || fetching) {
     const button = el("button", { text: fetching ? "Downloading…" : `Download ${missing.join(", ")}`, attrs: { type: "button", id: "fetch-models-button" } });
     button.disabled = fetching;
@@ -331,6 +336,14 @@ function fillModelPicker(models: InstalledModel[], current: string) {
   };
 }
 
+/// Opens the settings at their Library health part and checks the library (the offer made
+/// where an error says its files are damaged).
+function checkLibraryHealth() {
+  byId<HTMLDialogElement>("settings-dialog").showModal();
+  byId("library-health-fields").scrollIntoView({ block: "nearest" });
+  byId("check-library-button").click();
+}
+
 function setupSettings() {
   const dialog = byId<HTMLDialogElement>("settings-dialog");
   const error = byId("settings-error");
@@ -400,6 +413,36 @@ function setupSettings() {
     byId("key-message").textContent = `New key in use; ${n} documents resealed.`;
     await showKeyInfo();
   }));
+  const health = byId("library-health");
+  const repairButton = byId<HTMLButtonElement>("repair-library-button");
+  const showHealth = (state: string, lines: string[], last: string) => {
+    health.dataset.state = state;
+    health.replaceChildren(...[...lines, last].map((l) => el("li", { text: l, className: l.includes("DAMAGED") ? "error" : "" })));
+    repairButton.hidden = state !== "damaged";
+  };
+  const healthSaid = (h: LibraryHealth, whole: string) =>
+    showHealth(h.whole ? "whole" : "damaged", h.lines, h.whole ? whole : "Damaged: Repair mends it (the damaged files are kept aside).");
+  byId("check-library-button").addEventListener("click", guard(async () => {
+    showHealth("checking", [], "Checking…");
+    try {
+      healthSaid(await api.checkLibrary(), "The library reads whole.");
+    } catch (e) {
+      showHealth("failed", [], "");
+      throw e;
+    }
+  }));
+  repairButton.addEventListener("click", guard(async () => {
+    showHealth("repairing", [], "Repairing: going back to what reads whole, then indexing again what was lost…");
+    try {
+      const h = await api.repairLibrary();
+      healthSaid(h, `Repaired: the library reads whole${h.reindexed ? `; ${counted(h.reindexed, "document")} indexed again` : ""}.`);
+    } catch (e) {
+      showHealth("damaged", [], "The repair did not finish.");
+      throw e;
+    } finally {
+      await refreshStatus();
+    }
+  }));
   byId("clear-history-button").addEventListener("click", guard(async () => {
     await api.clearHistory();
     chat.clear();
@@ -407,7 +450,7 @@ function setupSettings() {
 }
 
 function setup() {
-  chat = setupChat({ onAnswered: () => void refreshMemory() });
+  chat = setupChat({ onAnswered: () => void refreshMemory(), onDamaged: checkLibraryHealth });
   setupSettings();
   setupLock();
   setupBackupOffer();

@@ -182,7 +182,7 @@ fn main() -> ExitCode {
     // When started as a loader child process, this loads one file and exits.
     quire_ingest::isolate::serve_if_worker();
     quire_ingest::quiet_parser_panics();
-    quire_index::quiet_caught_panics();
+    quire_engine::quiet_caught_panics();
     let cli = Cli::parse();
     if let Some(home) = &cli.home {
         // Every path below derives from QUIRE_HOME; set it once for the whole process.
@@ -196,11 +196,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(e) => {
-            let said = format!("{e:#}");
-            eprintln!("error: {}", shown_text(quire_index::plain_damage(&said)));
-            if quire_index::looks_damaged(&said) && !said.contains(quire_index::REPAIR_ADVICE) {
-                eprintln!("{}", quire_index::REPAIR_ADVICE);
-            }
+            eprintln!("error: {}", shown_text(&quire_engine::health::explained(&e)));
             ExitCode::FAILURE
         }
     }
@@ -514,14 +510,9 @@ fn summarise(report: &quire_engine::IngestReport) -> ExitCode {
 }
 
 /// Prints each table's state; whether all read whole.
-fn print_checks(checks: &[quire_index::TableCheck]) -> bool {
+fn print_checks(checks: &[quire_engine::health::TableCheck]) -> bool {
     for c in checks {
-        match (&c.damage, c.rows) {
-            (None, Some(rows)) => {
-                println!("{:<10} reads whole: {rows} rows (version {})", c.table, c.version.unwrap_or(0))
-            }
-            (damage, _) => println!("{:<10} DAMAGED: {}", c.table, shown(damage.as_deref().unwrap_or("unreadable"))),
-        }
+        println!("{}", shown(&c.describe()));
     }
     checks.iter().all(|c| c.damage.is_none())
 }
@@ -529,8 +520,7 @@ fn print_checks(checks: &[quire_index::TableCheck]) -> bool {
 async fn check() -> Result<ExitCode> {
     let config = existing_collection()?;
     println!("checking {}", shown(&config.data_dir.display().to_string()));
-    let checks = quire_index::check_tables(&config.data_dir).await?;
-    if print_checks(&checks) {
+    if print_checks(&quire_engine::health::check(&config.data_dir).await?) {
         println!("the knowledge base reads whole");
         Ok(ExitCode::SUCCESS)
     } else {
@@ -541,46 +531,30 @@ async fn check() -> Result<ExitCode> {
 
 async fn repair(paths: Vec<PathBuf>) -> Result<ExitCode> {
     let config = existing_collection()?;
-    let dir = config.data_dir.clone();
-    let repairs = quire_index::repair_tables(&dir).await?;
-    let documents_lost = repairs.iter().any(|r| r.table == "documents" && r.mend != quire_index::Mend::Sound);
-    for r in &repairs {
-        let aside =
-            r.moved_to.as_ref().map(|p| format!("; the damaged files are in {}", shown(&p.display().to_string())));
-        let done = match &r.mend {
-            quire_index::Mend::Sound => "reads whole, left as it is".to_string(),
-            quire_index::Mend::WentBack { manifests: 0, version } => {
-                format!("back to version {version}, the newest that reads whole")
-            }
-            quire_index::Mend::WentBack { manifests, version } => {
-                format!("back to version {version} ({manifests} newest versions could not be read and were set aside)")
-            }
-            quire_index::Mend::SetAside => "no version read whole: it starts again empty".to_string(),
-        };
-        println!("{:<10} {done}{}", r.table, aside.unwrap_or_default());
-    }
-    let engine = Engine::open(config).await?;
     let bar = progress_bar();
-    let (forgotten, report) = {
+    let (engine, repaired) = {
         let mut on_event = |event: Event| show_ingest_event(&bar, event);
-        engine.reindex_after_repair(&paths, documents_lost, &mut on_event, &Cancel::new()).await?
+        quire_engine::health::repair(config, &paths, &mut on_event, &Cancel::new()).await?
     };
     bar.finish_and_clear();
-    if forgotten > 0 {
+    drop(engine);
+    for r in &repaired.tables {
+        println!("{}", shown(&r.describe()));
+    }
+    if repaired.forgotten > 0 {
         println!(
-            "{forgotten} documents had lost their chunks or their listing and were indexed again from their files"
+            "{} documents had lost their chunks or their listing and were indexed again from their files",
+            repaired.forgotten
         );
     }
-    let code = summarise(&report);
-    if documents_lost && paths.is_empty() && engine.documents().await?.is_empty() {
+    let code = summarise(&repaired.report);
+    if repaired.listing_lost {
         println!(
             "the list of documents was lost with the damaged files and nothing else names them: \
              give the folders to index again, `quire repair <folders>` (the vectors kept are reused)"
         );
     }
-    drop(engine);
-    let whole = print_checks(&quire_index::check_tables(&dir).await?);
-    anyhow::ensure!(whole, "the knowledge base still does not read whole after the repair");
+    anyhow::ensure!(print_checks(&repaired.checks), "the knowledge base still does not read whole after the repair");
     println!("the knowledge base reads whole");
     Ok(code)
 }

@@ -10,6 +10,7 @@ pub mod context;
 pub mod conversation;
 mod disk_full;
 mod events;
+pub mod health;
 pub mod history;
 mod ingestion;
 pub mod jobs;
@@ -30,6 +31,7 @@ use tokio::sync::OnceCell;
 
 use quire_embed::Embedder;
 pub use quire_embed::ForwardPass;
+pub use quire_index::quiet_caught_panics;
 use quire_index::KnowledgeBase;
 use quire_llm::Llm;
 

@@ -39,8 +39,8 @@ use ts_rs::TS;
 pub use fusion::{fuse, Fusion, DEFAULT_FUSION, RRF_K};
 pub use quire_vault::{DataKey, Protection};
 pub use repair::{
-    check_tables, looks_damaged, plain_damage, quiet_caught_panics, repair_tables, Mend, TableCheck, TableRepair,
-    REPAIR_ADVICE,
+    check_tables, explained, looks_damaged, plain_damage, quiet_caught_panics, repair_tables, Mend, TableCheck,
+    TableRepair, REPAIR_ADVICE,
 };
 
 /// Below this many chunks an exact scan is fast (a few ms) and an ANN index would not pay.

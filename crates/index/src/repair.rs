@@ -10,6 +10,10 @@
 //!    minute, so there is often none);
 //! 3. failing both, moves the table's folder aside whole; the next open creates it empty.
 //!
+//! A check also has each of a table's indexes (`_indices`) load itself whole where LanceDB can
+//! (its prewarm) and answer a query; a repair drops an index that fails, and the engine builds
+//! it again from the table (an index holds nothing that is not in the table).
+//!
 //! What a table lost is then indexed again from the documents on disk by the engine
 //! (`Engine::repair`): this module only brings each table back to a state that reads whole.
 //! Everything moved goes under `damaged/` in the data folder, with the time of the repair.
@@ -19,7 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, Result};
 use futures::TryStreamExt;
-use lancedb::query::ExecutableQuery;
+use lancedb::index::IndexType;
+use lancedb::query::{ExecutableQuery, QueryBase};
 use lancedb::Table;
 use serde::Serialize;
 
@@ -55,6 +60,41 @@ pub struct TableRepair {
     pub mend: Mend,
     /// Where the damaged files were moved (`None` when nothing was).
     pub moved_to: Option<PathBuf>,
+    /// Indexes that could not be read and were dropped, to be built again
+    /// (`KnowledgeBase::refresh_indexes`).
+    pub indexes_dropped: Vec<String>,
+}
+
+impl TableCheck {
+    /// One line for a person: `chunks     reads whole: 120 rows (version 7)`.
+    pub fn describe(&self) -> String {
+        match (&self.damage, self.rows) {
+            (None, Some(rows)) => {
+                format!("{:<10} reads whole: {rows} rows (version {})", self.table, self.version.unwrap_or(0))
+            }
+            (damage, _) => format!("{:<10} DAMAGED: {}", self.table, damage.as_deref().unwrap_or("unreadable")),
+        }
+    }
+}
+
+impl TableRepair {
+    /// One line for a person: what was done to the table and where the damaged files went.
+    pub fn describe(&self) -> String {
+        let done = match &self.mend {
+            Mend::Sound => "reads whole, left as it is".to_string(),
+            Mend::WentBack { manifests: 0, version } => {
+                format!("back to version {version}, the newest that reads whole")
+            }
+            Mend::WentBack { manifests, version } => {
+                format!("back to version {version} ({manifests} newest versions could not be read and were set aside)")
+            }
+            Mend::SetAside => "no version read whole: it starts again empty".to_string(),
+        };
+        let indexes = (!self.indexes_dropped.is_empty())
+            .then(|| format!("; its index {} could not be read and is built again", self.indexes_dropped.join(", ")));
+        let aside = self.moved_to.as_ref().map(|p| format!("; the damaged files are in {}", p.display()));
+        format!("{:<10} {done}{}{}", self.table, indexes.unwrap_or_default(), aside.unwrap_or_default())
+    }
 }
 
 /// Reads both tables of the data folder `dir` whole (absent tables are not damage: a new
@@ -70,7 +110,12 @@ pub async fn check_tables(dir: &Path) -> Result<Vec<TableCheck>> {
             Ok(t) => {
                 let version = t.version().await.ok();
                 match read_whole(&t).await {
-                    Ok(rows) => TableCheck { table, version, rows: Some(rows), damage: None },
+                    Ok(rows) => {
+                        let damage = unreadable_indexes(&t).await.into_iter().next().map(|(name, e)| {
+                            format!("its index {name} cannot be read ({e:#}); the rows read whole: {rows}")
+                        });
+                        TableCheck { table, version, rows: damage.is_none().then_some(rows), damage }
+                    }
                     Err(e) => TableCheck { table, version, rows: None, damage: Some(format!("{e:#}")) },
                 }
             }
@@ -115,7 +160,8 @@ async fn repair_table(dir: &Path, table: &'static str, aside: &Path) -> Result<T
         let newest = t.version().await?;
         if read_whole(&t).await.is_ok() {
             let mend = if manifests == 0 { Mend::Sound } else { Mend::WentBack { manifests, version: newest } };
-            return Ok(TableRepair { table, mend, moved_to });
+            let indexes_dropped = drop_unreadable_indexes(&t, table).await?;
+            return Ok(TableRepair { table, mend, moved_to, indexes_dropped });
         }
         let mut older: Vec<u64> = match t.list_versions().await {
             Ok(versions) => versions.iter().map(|v| v.version).filter(|&v| v < newest).collect(),
@@ -127,13 +173,86 @@ async fn repair_table(dir: &Path, table: &'static str, aside: &Path) -> Result<T
                 t.restore()
                     .await
                     .with_context(|| format!("cannot make version {version} of the {table} table the newest"))?;
-                return Ok(TableRepair { table, mend: Mend::WentBack { manifests, version }, moved_to });
+                let indexes_dropped = drop_unreadable_indexes(&t, table).await?;
+                return Ok(TableRepair {
+                    table,
+                    mend: Mend::WentBack { manifests, version },
+                    moved_to,
+                    indexes_dropped,
+                });
             }
         }
     }
     // Nothing reads whole: the table starts again, empty (`KnowledgeBase::open` creates it).
     move_aside(&table_dir(dir, table), aside)?;
-    Ok(TableRepair { table, mend: Mend::SetAside, moved_to: Some(aside.to_path_buf()) })
+    Ok(TableRepair { table, mend: Mend::SetAside, moved_to: Some(aside.to_path_buf()), indexes_dropped: Vec::new() })
+}
+
+/// Each index of `table` that cannot be read, with what went wrong: LanceDB loads the index
+/// whole where it can (prewarming), then the index answers a query (vector indexes a nearest
+/// neighbour, full-text ones a term). A damaged file's footer or metadata fails either;
+/// damage inside a posting list or a vector of an index it cannot load whole may go unseen.
+async fn unreadable_indexes(table: &Table) -> Vec<(String, anyhow::Error)> {
+    let indexes = match table.list_indices().await {
+        Ok(indexes) => indexes,
+        Err(e) => return vec![("(the list of indexes)".into(), e.into())],
+    };
+    let mut unreadable = Vec::new();
+    for index in indexes {
+        let (t, name, column) = (table.clone(), index.name.clone(), index.columns.first().cloned().unwrap_or_default());
+        let kind = index.index_type.clone();
+        let probed = caught(async move {
+            t.prewarm_index(&name).await?;
+            match kind {
+                IndexType::FTS => {
+                    let probe = lancedb::index::scalar::FullTextSearchQuery::new("quire".into()).with_column(column)?;
+                    drain(t.query().full_text_search(probe).limit(1).execute().await?).await
+                }
+                IndexType::IvfFlat
+                | IndexType::IvfSq
+                | IndexType::IvfPq
+                | IndexType::IvfRq
+                | IndexType::IvfHnswPq
+                | IndexType::IvfHnswSq
+                | IndexType::IvfHnswFlat => {
+                    let dim = match t.schema().await?.field_with_name(&column)?.data_type() {
+                        arrow_schema::DataType::FixedSizeList(_, d) => *d as usize,
+                        other => anyhow::bail!("the indexed column {column} holds {other}, not vectors"),
+                    };
+                    drain(t.vector_search(vec![0.5f32; dim])?.column(&column).limit(1).execute().await?).await
+                }
+                _ => Ok(0),
+            }
+        })
+        .await;
+        if let Err(e) = probed {
+            unreadable.push((index.name, anyhow::anyhow!("{}", plain_damage(&format!("{e:#}")))));
+        }
+    }
+    unreadable
+}
+
+/// Drops `table`'s indexes that cannot be read (their files stay where they are, unreferenced):
+/// their names.
+async fn drop_unreadable_indexes(table: &Table, table_name: &str) -> Result<Vec<String>> {
+    let mut dropped = Vec::new();
+    for (name, _) in unreadable_indexes(table).await {
+        table
+            .drop_index(&name)
+            .await
+            .with_context(|| format!("cannot drop the damaged index {name} of the {table_name} table"))?;
+        dropped.push(name);
+    }
+    Ok(dropped)
+}
+
+/// Rows in a query's answer, every batch read.
+async fn drain(mut stream: lancedb::arrow::SendableRecordBatchStream) -> Result<usize> {
+    let mut rows = 0;
+    while let Some(batch) = stream.try_next().await? {
+        rows += batch.num_rows();
+    }
+    Ok(rows)
 }
 
 fn table_dir(dir: &Path, table: &str) -> PathBuf {
@@ -153,16 +272,9 @@ pub(crate) async fn open(dir: &Path, table: &'static str) -> Result<Table> {
 /// Every row and column of `table`'s checked-out version; the rows read.
 async fn read_whole(table: &Table) -> Result<usize> {
     let table = table.clone();
-    caught(async move {
-        let mut stream = table.query().execute().await?;
-        let mut rows = 0;
-        while let Some(batch) = stream.try_next().await? {
-            rows += batch.num_rows();
-        }
-        Ok(rows)
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("{}", plain_damage(&format!("{e:#}"))))
+    caught(async move { drain(table.query().execute().await?).await })
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", plain_damage(&format!("{e:#}"))))
 }
 
 /// What to do about damaged files, said after an error that `looks_damaged`.
@@ -172,9 +284,30 @@ pub const REPAIR_ADVICE: &str =
 /// True for LanceDB's errors on files that cannot be read as what they should be (one of its
 /// reading tasks panicking on a nonsense length: "task 72 panicked with message …").
 pub fn looks_damaged(message: &str) -> bool {
-    ["corrupt file", "Protobuf", "LanceDB stopped", "cannot be opened", "panicked with message"]
-        .iter()
-        .any(|m| message.contains(m))
+    [
+        "corrupt file",
+        "Protobuf",
+        "LanceDB stopped",
+        "cannot be opened",
+        "panicked with message",
+        // A data file's footer or column metadata (lance-file's words).
+        "metadata region",
+        "invalid magic",
+        "magic mismatch",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
+}
+
+/// An error's text as a person reads it: LanceDB's repeated source locations cut and, where it
+/// looks like damaged files, the way out on a line of its own.
+pub fn explained(said: &str) -> String {
+    let plain = plain_damage(said);
+    if looks_damaged(plain) && !plain.contains(REPAIR_ADVICE) {
+        format!("{plain}\n{REPAIR_ADVICE}")
+    } else {
+        plain.to_string()
+    }
 }
 
 /// A table that would not open, named, with the way out.
@@ -184,8 +317,19 @@ pub(crate) fn unopened(table: &str, e: &anyhow::Error) -> anyhow::Error {
 
 /// LanceDB's account of damage without the source locations it repeats it with
 /// ("…, /root/.cargo/registry/…/binary.rs:769:20: …").
+/// Only a `, ` followed by a Rust source file's path is cut: other errors name paths too.
 pub fn plain_damage(message: &str) -> &str {
-    message.find(", /").map_or(message, |at| &message[..at])
+    let mut from = 0;
+    while let Some(found) = message[from..].find(", /") {
+        let at = from + found;
+        let rest = &message[at + 2..];
+        let path = &rest[..rest.find(|c: char| c == ':' || c.is_whitespace()).unwrap_or(rest.len())];
+        if path.ends_with(".rs") {
+            return &message[..at];
+        }
+        from = at + 3;
+    }
+    message
 }
 
 /// Panics being turned into errors by `caught` right now (their messages are not printed).
@@ -215,14 +359,32 @@ pub(crate) async fn caught<T: Send + 'static>(
     }
 }
 
-/// Keeps the panics `caught` turns into errors off the terminal (it runs the hook set before).
+/// Keeps off the terminal the panics `caught` turns into errors, and those of LanceDB's own
+/// reading tasks on damaged files (LanceDB hands their message back in its error: "task 72
+/// panicked with message …", which Quire reports with the way out). Other panics go to the hook
+/// set before.
 pub fn quiet_caught_panics() {
     let before = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if CATCHING.load(Ordering::SeqCst) == 0 {
+        if CATCHING.load(Ordering::SeqCst) == 0 && !in_lance(info) {
             before(info);
         }
     }));
+}
+
+/// Whether a panic happened in LanceDB's code: its location is in one of LanceDB's crates
+/// (`lance-encoding-14.0.2/src/…`, as the cargo registry names them), or, where the panic is
+/// in a crate LanceDB called (`bytes` slicing a nonsense length), a frame of the stack is
+/// LanceDB's (`lance_encoding::…`). A stripped binary names no frames: its panics print.
+fn in_lance(info: &std::panic::PanicHookInfo) -> bool {
+    let crate_dir = |part: &str| part == "lance" || part.starts_with("lance-") || part.starts_with("lancedb-");
+    if info.location().is_some_and(|l| l.file().split(['/', '\\']).any(crate_dir)) {
+        return true;
+    }
+    std::backtrace::Backtrace::force_capture().to_string().lines().any(|line| {
+        let symbol = line.trim_start().split_once(": ").map_or("", |(_, symbol)| symbol);
+        symbol.trim_start_matches('<').starts_with("lance")
+    })
 }
 
 /// The manifest file of the newest version in a table's folder. LanceDB names them by version
@@ -256,4 +418,19 @@ fn move_aside(path: &Path, into: &Path) -> Result<()> {
     };
     std::fs::rename(path, &target)
         .with_context(|| format!("cannot move the damaged {} to {}", path.display(), target.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_lancedbs_source_locations_are_cut() {
+        let lance = "Encountered corrupt file /d/x.lance: bad, /root/.cargo/registry/src/lance-file/src/reader.rs:769:20: again";
+        assert_eq!(plain_damage(lance), "Encountered corrupt file /d/x.lance: bad");
+        let path = "cannot read the file, /home/ann/notes/a.md: permission denied";
+        assert_eq!(plain_damage(path), path);
+        assert!(explained(lance).ends_with(REPAIR_ADVICE));
+        assert_eq!(explained(path), path);
+    }
 }

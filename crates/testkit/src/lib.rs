@@ -306,3 +306,16 @@ pub fn process_usage(pid: u32) -> (u64, f64) {
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     (rss_kb * 1024, ticks / per_second)
 }
+
+/// Damages `file` as a failing disk or a stray write would: the bytes `de ad be ef` written at
+/// each offset (wrapping at the file's end).
+pub fn damage_file(file: &Path, offsets: &[usize]) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let len = bytes.len();
+    for &at in offsets {
+        for (i, b) in [0xde, 0xad, 0xbe, 0xef].into_iter().enumerate() {
+            bytes[(at + i) % len] = b;
+        }
+    }
+    std::fs::write(file, bytes).unwrap();
+}

@@ -5,12 +5,13 @@ import type { Exchange } from "./Exchange";
 import type { IngestSummary } from "./IngestSummary";
 import type { InstalledModel } from "./InstalledModel";
 import type { KeyInfo } from "./KeyInfo";
+import type { LibraryHealth } from "./LibraryHealth";
 import type { LocalApi } from "./LocalApi";
 import type { MemoryBudget } from "./MemoryBudget";
 import type { SetModelsResult } from "./SetModelsResult";
 import type { Settings } from "./Settings";
 
-export const COMMANDS = ["app_status", "add_paths", "choose_and_add", "cancel_ingest", "ask", "cancel_answer", "memory_budget", "open_source", "remove_document", "switch_collection", "set_models", "installed_models", "fetch_models", "add_watched_folder", "choose_watched_folder", "remove_watched_folder", "history", "clear_history", "show_main_window", "show_quick_ask", "hide_quick_ask", "key_status", "lock", "unlock", "rotate_key", "export_key", "import_key", "set_local_api"] as const;
+export const COMMANDS = ["app_status", "add_paths", "choose_and_add", "cancel_ingest", "ask", "cancel_answer", "memory_budget", "open_source", "remove_document", "check_library", "repair_library", "switch_collection", "set_models", "installed_models", "fetch_models", "add_watched_folder", "choose_watched_folder", "remove_watched_folder", "history", "clear_history", "show_main_window", "show_quick_ask", "hide_quick_ask", "key_status", "lock", "unlock", "rotate_key", "export_key", "import_key", "set_local_api"] as const;
 
 /** What each command answers (a failure is a string saying what to do). */
 export type Replies = {
@@ -23,6 +24,8 @@ export type Replies = {
   memory_budget: MemoryBudget;
   open_source: string;
   remove_document: boolean;
+  check_library: LibraryHealth;
+  repair_library: LibraryHealth;
   switch_collection: null;
   set_models: SetModelsResult;
   installed_models: Array<InstalledModel>;
