@@ -226,7 +226,7 @@ async fn unreadable_indexes(table: &Table) -> Vec<(String, anyhow::Error)> {
         })
         .await;
         if let Err(e) = probed {
-            unreadable.push((index.name, anyhow::anyhow!("{}", plain_damage(&format!("{e:#}")))));
+            unreadable.push((index.name, e));
         }
     }
     unreadable
@@ -266,15 +266,12 @@ pub(crate) async fn open(dir: &Path, table: &'static str) -> Result<Table> {
         Ok(db.open_table(table).execute().await?)
     })
     .await
-    .map_err(|e| anyhow::anyhow!("{}", plain_damage(&format!("{e:#}"))))
 }
 
 /// Every row and column of `table`'s checked-out version; the rows read.
 async fn read_whole(table: &Table) -> Result<usize> {
     let table = table.clone();
-    caught(async move { drain(table.query().execute().await?).await })
-        .await
-        .map_err(|e| anyhow::anyhow!("{}", plain_damage(&format!("{e:#}"))))
+    caught(async move { drain(table.query().execute().await?).await }).await
 }
 
 /// What to do about damaged files, said after an error that `looks_damaged`.
@@ -312,7 +309,7 @@ pub fn explained(said: &str) -> String {
 
 /// A table that would not open, named, with the way out.
 pub(crate) fn unopened(table: &str, e: &anyhow::Error) -> anyhow::Error {
-    anyhow::anyhow!("the {table} table cannot be opened ({}); {REPAIR_ADVICE}", plain_damage(&format!("{e:#}")))
+    anyhow::anyhow!("the {table} table cannot be opened ({e:#}); {REPAIR_ADVICE}")
 }
 
 /// LanceDB's account of damage without the source locations it repeats it with
@@ -337,15 +334,16 @@ static CATCHING: AtomicUsize = AtomicUsize::new(0);
 
 /// Runs `work` on its own task so that a panic in it (LanceDB panics on some damaged
 /// manifests: "range end index … out of range") is an error naming it, not the end of the
-/// process.
+/// process. Its errors come without LanceDB's repeated source locations (`plain_damage`).
 pub(crate) async fn caught<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
     CATCHING.fetch_add(1, Ordering::SeqCst);
     let outcome = tokio::spawn(work).await;
     CATCHING.fetch_sub(1, Ordering::SeqCst);
-    match outcome {
-        Ok(done) => done,
+    let failed = match outcome {
+        Ok(Ok(done)) => return Ok(done),
+        Ok(Err(e)) => e,
         Err(e) if e.is_panic() => {
             let payload = e.into_panic();
             let said = payload
@@ -353,10 +351,11 @@ pub(crate) async fn caught<T: Send + 'static>(
                 .map(String::as_str)
                 .or_else(|| payload.downcast_ref::<&str>().copied())
                 .unwrap_or("no message");
-            anyhow::bail!("the file could not be read (LanceDB stopped: {said})")
+            anyhow::anyhow!("the file could not be read (LanceDB stopped: {said})")
         }
-        Err(e) => Err(e.into()),
-    }
+        Err(e) => e.into(),
+    };
+    Err(anyhow::anyhow!("{}", plain_damage(&format!("{failed:#}"))))
 }
 
 /// Keeps off the terminal the panics `caught` turns into errors, and those of LanceDB's own
