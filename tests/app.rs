@@ -562,6 +562,8 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     assert_eq!(outside, json!([]), "memory details past the panel's edge");
     let settings_size = app.js("return document.getElementById('target-model-size').textContent;", json!([]));
     let answer_line = app.text("#memory li[data-role=target]");
+    let draft_line = app.text("#memory li[data-role=draft]");
+    assert!(draft_line.contains(": none") && draft_line.contains("not needed"), "{draft_line}");
     assert!(answer_line.contains(&format!("({})", settings_size.as_str().unwrap())), "{answer_line} / {settings_size}");
     assert!(answer_line.contains("in use"), "{answer_line}");
     // The status bar says where the answer model runs (no GPU here: the CPU kernels).
@@ -634,6 +636,19 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
             "{picker}"
         );
         assert_eq!(picker[3], json!(true), "no path box for an installed model");
+        // The draft model: none by default, said as a choice with its reason, not a bare path box.
+        let draft = app.js(
+            "const s = document.getElementById('draft-model-select');              return [[...s.options].map(o => o.textContent), s.value, document.getElementById('draft-model-other').hidden];",
+            json!([]),
+        );
+        eprintln!("draft model picker: {draft}");
+        let options = draft[0].as_array().unwrap();
+        assert!(
+            options[0].as_str().unwrap().starts_with("None: drafts from the answer's grammar and the passages"),
+            "{draft}"
+        );
+        assert!(options.iter().any(|o| o.as_str().unwrap().contains("Qwen2.5-Coder-0.5B")), "{draft}");
+        assert_eq!((&draft[1], &draft[2]), (&json!("none"), &json!(true)), "None chosen, no path box: {draft}");
         let fits = app.js(
             "const r = document.getElementById('settings-dialog').getBoundingClientRect(); \
              return [r.top >= 0 && r.bottom <= innerHeight, Math.round(r.height), innerHeight];",
@@ -862,6 +877,26 @@ fn watched_folders_are_followed_while_the_app_runs() {
         library(a).contains("harbour.md").then_some(())
     });
     eprintln!("new file shown in the library {:.1} s after it was written", started.elapsed().as_secs_f64());
+    // A README's passages read as text: its badges as their words (not raw image links to long
+    // URLs), and no passage wider than the pane.
+    app.ask("What is notify?", Duration::from_secs(400));
+    let shown = app.js(
+        "return [...document.querySelectorAll('#source-list .source')].map(s => [            s.querySelector('.source-doc').textContent, s.querySelector('.passage').textContent,            s.querySelector('.passage').scrollWidth - s.querySelector('.passage').clientWidth]);",
+        json!([]),
+    );
+    eprintln!("sources pane: {shown}");
+    let readme: Vec<&Value> =
+        shown.as_array().unwrap().iter().filter(|s| s[0].as_str().unwrap().starts_with("notify-README.md")).collect();
+    assert!(readme.iter().any(|s| s[1].as_str().unwrap().contains("» Crate")), "the badges' words: {shown}");
+    for s in &readme {
+        let text = s[1].as_str().unwrap();
+        assert!(!text.contains("](http") && !text.contains("![") && !text.contains("badgen.net"), "raw badges: {text}");
+    }
+    assert!(
+        shown.as_array().unwrap().iter().all(|s| s[2].as_i64().unwrap() <= 1),
+        "a passage wider than the pane: {shown}"
+    );
+    app.element_screenshot("#sources", "10b-readme-passages.png");
     std::fs::remove_file(folder.join("notify-README.md")).unwrap();
     app.wait_until("a deleted file leaving the library", Duration::from_secs(60), |a| {
         (!library(a).contains("notify-README.md")).then_some(())
@@ -1028,6 +1063,9 @@ fn without_a_keychain_a_passphrase_protects_the_collection() {
         assert!(!reason.contains(jargon), "{jargon:?} on the lock screen: {reason}");
     }
     assert!(app.attr("#lock-detail", "hidden").is_none(), "the keychain's error is behind a toggle");
+    // The app with its window and no collection open: what a lock can come back to at best.
+    std::thread::sleep(Duration::from_secs(2));
+    let before_any_unlock = quire_testkit::process_usage(app.app_pid()).0;
     app.set_size(800, 600);
     app.screenshot("12-no-keychain-passphrase-800.png");
     app.set_size(1200, 780);
@@ -1141,11 +1179,14 @@ fn without_a_keychain_a_passphrase_protects_the_collection() {
     });
 
     // Lock/Unlock cycles, the app's resident memory after each (before, with the default model:
-    // 1.7 GB at start, 2.7 and 3.7 after Lock/Unlock cycles, 3.3 GB while locked); each cycle
-    // still has to open the library again.
+    // 1.7 GB at start, 2.7 and 3.7 after Lock/Unlock cycles, 3.3 GB while locked; with SmolLM2
+    // on 2026-12-04, 549–565 MB locked and 642 → 764–879 MB unlocked). A lock gives the engine's
+    // memory back (the allocator set up for it, the engine dropped by its last holder); each
+    // cycle still has to open the library again. The first cycle's unlock is the yardstick: the
+    // library's first opening, just made, had no index to read at its catch-up scan.
     let rss = || quire_testkit::process_usage(app.app_pid()).0;
-    let first = rss();
-    for cycle in 1..=3 {
+    let mut first_unlock = None;
+    for cycle in 1..=4 {
         app.click("#lock-button");
         app.wait_until("the lock screen", Duration::from_secs(20), |a| {
             (a.attr("#lock-screen", "hidden").is_none() && a.attr("#unlock-passphrase-label", "hidden").is_none())
@@ -1156,17 +1197,24 @@ fn without_a_keychain_a_passphrase_protects_the_collection() {
         app.fill_password("#unlock-passphrase-input", passphrase);
         app.click("#unlock-button");
         app.wait_ready();
+        // Settled: the unlock's catch-up scan of the watched folder done.
+        std::thread::sleep(Duration::from_secs(3));
         let unlocked = rss();
+        let first = *first_unlock.get_or_insert(unlocked);
         eprintln!(
-            "lock cycle {cycle}: {} MB locked, {} MB unlocked (first unlock {} MB)",
+            "lock cycle {cycle}: {} MB locked, {} MB unlocked (first cycle's unlock {} MB; {} MB before any unlock)",
             locked >> 20,
+            unlocked >> 20,
+            first >> 20,
+            before_any_unlock >> 20
+        );
+        assert!(locked < 400 << 20, "cycle {cycle}: {} MB while locked", locked >> 20);
+        assert!(
+            unlocked <= first + first / 10,
+            "cycle {cycle}: {} MB unlocked against {} MB at the first cycle's unlock",
             unlocked >> 20,
             first >> 20
         );
-        // Not asserted yet: issue 38's goal (locked under 400 MB, each unlock within 10 % of
-        // the first) is not reached. Measured 2026-12-04 with SmolLM2: 549–565 MB locked, 642–666
-        // MB at the first unlock, 764–879 MB after the next: the engine's memory is not all given
-        // back at a lock. The figures are printed for the log until it is.
     }
 }
 

@@ -46,6 +46,14 @@ fn ask(home: &QuireHome, model: &str, question: &str) -> Value {
         assert!(citations.is_empty(), "a decline cites nothing: {answer}");
         assert!(answer["text"].as_str().unwrap().starts_with("Your documents don't say."), "{answer}");
     }
+    // The whole wait, from the question: each step's part, the model's own first token inside it.
+    let secs = |d: &Value| d["secs"].as_f64().unwrap() + d["nanos"].as_f64().unwrap() / 1e9;
+    let timing = &answer["timing"];
+    let [search, load, building, first, total] =
+        ["search", "model_load", "prompt_building", "first_word", "total"].map(|k| secs(&timing[k]));
+    assert!(search > 0.0 && building > 0.0, "{timing}");
+    assert!(search + load + building + secs(&answer["stats"]["time_to_first_token"]) <= first, "{answer}");
+    assert!(first <= total, "{timing}");
     answer
 }
 
@@ -65,7 +73,8 @@ fn ingest_then_ask_with_the_tiny_model() {
         .find_map(|l| l.strip_prefix("reading the question and 3 passages: "))
         .unwrap_or_else(|| panic!("{err}"));
     let tokens = reading.strip_suffix(" prompt tokens").unwrap_or_else(|| panic!("{reading}"));
-    assert!(err.contains(&format!("({tokens} prompt + ")), "{err}");
+    assert!(err.contains(&format!("; {tokens} prompt + ")), "{err}");
+    assert!(err.contains("(first word after ") && err.contains(" s: searched in "), "{err}");
     let said = text(&out.stdout);
     assert!(said.contains("Sources:") || said.contains("Your documents don't say."), "{said}");
     // Missing models are named with the command that fetches them.

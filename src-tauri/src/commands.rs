@@ -42,7 +42,7 @@ fn model_choice(path: anyhow::Result<PathBuf>) -> ModelChoice {
 pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
     let settings = state.settings();
     let target = model_choice(settings.target_path());
-    let draft = model_choice(settings.draft_path());
+    let draft = settings.draft_path().map(|p| model_choice(Ok(p)));
     let target_installed = target.installed;
     let mut problems = Vec::new();
     if !quire_models::MINILM.is_installed() {
@@ -331,9 +331,8 @@ pub fn cancel_answer(state: State<'_, AppState>) -> Reply<bool> {
 #[tauri::command]
 pub async fn memory_budget(state: State<'_, AppState>) -> Reply<MemoryBudget> {
     let engine = state.engine().await.map_err(say)?;
-    let draft = state.settings().draft_path().map_err(say)?;
-    // The draft is not loaded until speculative decoding uses it; shown so its cost is known.
-    let draft = draft.is_file().then_some(draft);
+    // A draft model picked but not loaded yet is shown too, so its cost is known.
+    let draft = state.settings().draft_path().filter(|d| d.is_file());
     engine.memory_budget(draft.as_deref()).map_err(say)
 }
 

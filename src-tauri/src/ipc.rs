@@ -52,7 +52,9 @@ pub struct AppStatus {
     pub engine: EngineState,
     pub documents: Vec<DocumentRecord>,
     pub target_model: ModelChoice,
-    pub draft_model: ModelChoice,
+    /// The draft model picked; none by default (the decoder drafts from the answer's grammar and
+    /// the passages).
+    pub draft_model: Option<ModelChoice>,
     pub model_loaded: bool,
     /// Where the loaded answer model runs: "CPU", "CUDA GPU" or "Metal GPU".
     pub model_runs_on: Option<String>,

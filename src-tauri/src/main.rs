@@ -24,6 +24,8 @@ use tauri::{DragDropEvent, Emitter, Manager, WindowEvent};
 use crate::state::AppState;
 
 fn main() {
+    // Before any thread: a lock's dropped engine gives its memory back (`allocator`).
+    quire_engine::allocator::settle();
     // When started as a loader child process, this loads one file and exits (before any window).
     quire_ingest::isolate::serve_if_worker();
     quire_ingest::quiet_parser_panics();

@@ -14,7 +14,8 @@ pub struct Settings {
     pub collection: String,
     /// GGUF of the answer (target) model; `None` means the default model.
     pub target_model: Option<String>,
-    /// GGUF of the draft model for speculative decoding; `None` means the default draft.
+    /// GGUF of a draft model for speculative decoding; `None`: none, the decoder drafts from the
+    /// answer's grammar and the passages (measured faster on CPUs, ARCHITECTURE.md).
     pub draft_model: Option<String>,
     /// Folders re-scanned at start (only changed files are re-indexed).
     pub watched_folders: Vec<String>,
@@ -82,11 +83,9 @@ impl Settings {
         }
     }
 
-    pub fn draft_path(&self) -> Result<PathBuf> {
-        match &self.draft_model {
-            Some(p) => Ok(PathBuf::from(p)),
-            None => quire_models::QWEN_0_5B.location(),
-        }
+    /// The draft model picked, if one is.
+    pub fn draft_path(&self) -> Option<PathBuf> {
+        self.draft_model.as_ref().map(PathBuf::from)
     }
 }
 

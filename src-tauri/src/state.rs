@@ -101,9 +101,7 @@ impl AppState {
     pub fn engine_config(&self) -> Result<EngineConfig> {
         let settings = self.settings();
         Ok(EngineConfig {
-            // A draft model only when the user picked one: by default the decoder drafts from
-            // the grammar and the passages, which measured faster on the CPU (ARCHITECTURE.md).
-            draft_path: settings.draft_model.as_ref().map(PathBuf::from),
+            draft_path: settings.draft_path(),
             loader: Some(quire_engine::Isolation::current_exe()?),
             declines: settings.decline_unsupported,
             ..EngineConfig::new(
@@ -180,9 +178,19 @@ impl AppState {
             }),
         );
         drop(slot);
-        // The engine (its models, its key) goes now, and the memory it held back to the system.
-        drop(open);
-        crate::platform::return_freed_memory();
+        // The engine (its models, its key) goes with its last holder, and the memory it held
+        // back to the system (`Engine`'s drop). Work still holding it (a cancelled ingestion
+        // ending its file, the model still loading) lets go within moments: waited for, so an
+        // unlock right after never holds two engines.
+        if let EngineSlot::Ready(engine) = open {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while Arc::strong_count(&engine) > 1 && std::time::Instant::now() < deadline {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            if Arc::strong_count(&engine) > 1 {
+                eprintln!("locked; the collection closes when the work still using it ends");
+            }
+        }
     }
 
     /// Closes the collection for a repair of its files (refused while locked: the repair

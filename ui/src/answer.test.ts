@@ -22,6 +22,10 @@ describe("answer view", () => {
         verify_steps: 4, generated_tokens: 10, draft_model_steps: 0, decode_tokens_per_sec: 10, decode_secs: 1, power: null,
         grammar: { proposed: 6, accepted: 6, pauses: 0 }, lookup: { proposed: 2, accepted: 0, pauses: 0 }, model: { proposed: 0, accepted: 0, pauses: 0 },
       },
+      timing: {
+        search: { secs: 0, nanos: 120_000_000 }, model_load: { secs: 0, nanos: 1_000_000 }, prompt_building: { secs: 0, nanos: 250_000_000 },
+        first_word: { secs: 1, nanos: 900_000_000 }, total: { secs: 3, nanos: 100_000_000 },
+      },
     });
     // In the order the answer cites them, each source once.
     expect(cited.map((c) => c.number)).toEqual([2, 1]);
@@ -31,12 +35,16 @@ describe("answer view", () => {
     markers[1].click();
     expect(opened).toEqual([1]);
     expect(v.root.dataset.state).toBe("done");
-    expect(v.root.querySelector(".answer-meta")!.textContent).toBe("first word after 1.5 s");
+    // The whole wait from the question, not the model's part alone (1.5 s).
+    expect(v.root.querySelector(".answer-meta")!.textContent).toBe("first word after 1.9 s");
     const details = v.root.querySelector<HTMLDetailsElement>(".answer-details")!;
     expect(details.hidden).toBe(false);
     expect(details.open).toBe(false);
     expect(details.textContent).toContain("2 tokens written at 10.0 tok/s · 2.5 tokens/step");
-    expect(details.textContent).toContain("read 1 tokens of question and passages (0 kept from the last question)");
+    expect(details.textContent).toContain("searched in 0.12 s · passages' sentences chosen in 0.25 s · model read 1 tokens of question and passages in 1.5 s (0 kept from the last question)");
+    expect(details.textContent).toContain("whole answer after 3.1 s");
+    // A model already loaded is not mentioned.
+    expect(details.textContent).not.toContain("loaded");
   });
 
   it("shows how far the model has read the passages until the first word", () => {
@@ -71,6 +79,21 @@ describe("answer view", () => {
     expect(item.querySelector(".passage")!.textContent).toBe("a passage");
     expect(item.querySelector("mark")).toBeNull();
     expect(item.textContent).not.toContain("not found word for word");
+  });
+
+  it("shows a Markdown passage's badges as words, the quote still marked", () => {
+    const list = document.createElement("ol");
+    const passage = "# Notify\n\n[![» Crate](https://flat.badgen.net/crates/v/notify)][crate]\n\nCross-platform filesystem notification library for Rust.";
+    const quote = "Cross-platform filesystem notification library";
+    const start = new TextEncoder().encode(passage.slice(0, passage.indexOf(quote))).length;
+    const range: [number, number] = [start, start + new TextEncoder().encode(quote).length];
+    renderSources(list, citedPlaces([citation(1, quote, passage, range, null)].map((c) => ({ ...c, path: "/docs/notify-README.md" }))), () => {});
+    const shown = list.querySelector(".passage")!;
+    expect(shown.textContent).toBe("# Notify\n\n» Crate\n\nCross-platform filesystem notification library for Rust.");
+    expect(shown.querySelector("mark")!.textContent).toBe(quote);
+    // A PDF's text is shown as it is.
+    renderSources(list, citedPlaces([citation(1, quote, passage, range, 3)]), () => {});
+    expect(list.querySelector(".passage")!.textContent).toBe(passage);
   });
 
   it("highlights the quoted words in the passage and never turns text into markup", () => {
@@ -141,7 +164,13 @@ describe("answer view", () => {
     const places = v.finish({
       question: "q", text, raw: "", sources: [source], citations: [], stats, speculation: null,
       declined: { about: "The closest passages are from 4ti2.pdf (page 56).", unsupported_answer: "Paris" },
+      timing: {
+        search: { secs: 0, nanos: 80_000_000 }, model_load: { secs: 2, nanos: 400_000_000 }, prompt_building: { secs: 0, nanos: 30_000_000 },
+        first_word: { secs: 4, nanos: 0 }, total: { secs: 5, nanos: 0 },
+      },
     });
+    // The first question after start waited for the model: the details say so.
+    expect(v.root.querySelector(".answer-details")!.textContent).toContain("searched in 0.08 s · answer model loaded in 2.4 s ·");
     expect(v.root.classList.contains("declined")).toBe(true);
     expect(v.root.querySelector(".answer-text")!.textContent).toBe(text);
     expect(v.root.querySelector(".withdrawn")!.textContent).toContain("Withdrawn: “Paris”");

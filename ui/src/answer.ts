@@ -7,7 +7,7 @@ import type { Citation } from "./bindings/Citation";
 import type { Declined } from "./bindings/Declined";
 import type { Source } from "./bindings/Source";
 import { el } from "./dom";
-import { fileName, location, splitByteRange } from "./format";
+import { fileName, location, readableMarkdown, seconds, splitByteRange } from "./format";
 
 export type Cited = { number: number; chunkId: string; path: string; page: number | null; passage: string; quote: string; range: [number, number] | null; cited: boolean };
 
@@ -75,15 +75,17 @@ export class ExchangeView {
     this.showMarkers();
     this.showDeclined(answer.declined);
     const s = answer.stats;
-    const ttft = s.time_to_first_token.secs + s.time_to_first_token.nanos / 1e9;
+    const t = answer.timing;
     const spec = answer.speculation;
     // Tokens per model step: above 1 when drafted tokens were accepted (speculative decoding).
     const perStep = spec && spec.verify_steps > 0 ? ` · ${(spec.generated_tokens / spec.verify_steps).toFixed(1)} tokens/step` : "";
-    // One plain line; the figures behind "details".
-    this.meta.textContent = `first word after ${ttft.toFixed(1)} s`;
+    // Loading shows only when this question waited for it (the first after start or unlock).
+    const loading = seconds(t.model_load) >= 0.05 ? ` · answer model loaded in ${seconds(t.model_load).toFixed(1)} s` : "";
+    // One plain line, the whole wait from the question; the figures behind "details".
+    this.meta.textContent = `first word after ${seconds(t.first_word).toFixed(1)} s`;
     this.details.replaceChildren(
       el("summary", { text: "details" }),
-      el("span", { text: `${s.completion_tokens} tokens written at ${s.decode_tokens_per_sec.toFixed(1)} tok/s${perStep} · read ${s.prompt_tokens.toLocaleString("en")} tokens of question and passages (${s.prompt_reused_tokens.toLocaleString("en")} kept from the last question)` }),
+      el("span", { text: `searched in ${seconds(t.search).toFixed(2)} s${loading} · passages' sentences chosen in ${seconds(t.prompt_building).toFixed(2)} s · model read ${s.prompt_tokens.toLocaleString("en")} tokens of question and passages in ${seconds(s.time_to_first_token).toFixed(1)} s (${s.prompt_reused_tokens.toLocaleString("en")} kept from the last question) · ${s.completion_tokens} tokens written at ${s.decode_tokens_per_sec.toFixed(1)} tok/s${perStep} · whole answer after ${seconds(t.total).toFixed(1)} s` }),
     );
     this.details.hidden = false;
     this.root.setAttribute("data-state", "done");
@@ -182,7 +184,8 @@ export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkI
   const answered = cited.some((c) => c.cited);
   list.replaceChildren(
     ...cited.map((c) => {
-      const [before, quote, after] = splitByteRange(c.passage, c.range);
+      const parts = splitByteRange(c.passage, c.range);
+      const [before, quote, after] = /\.(md|markdown)$/i.test(c.path) ? parts.map(readableMarkdown) : parts;
       const passage = el("blockquote", { className: "passage" }, before);
       if (quote) {
         const mark = el("mark", { text: quote });

@@ -1,4 +1,4 @@
-import { counted, fileName, formatBytes, formatDuration, formatTimeLeft, location, newPassphraseProblem, splitByteRange } from "./format";
+import { counted, fileName, formatBytes, formatDuration, formatTimeLeft, location, newPassphraseProblem, readableMarkdown, splitByteRange } from "./format";
 
 describe("format", () => {
   it("takes a new passphrase only when long enough and typed the same twice", () => {
@@ -55,5 +55,19 @@ describe("counted", () => {
     expect(counted(1, "page")).toBe("1 page");
     expect(counted(0, "passage")).toBe("0 passages");
     expect(counted(1234, "chunk")).toBe("1,234 chunks");
+  });
+});
+
+describe("readableMarkdown", () => {
+  it("shows badges as their words and leaves out the links they point to", () => {
+    const notify = "# Notify\n\n[![» Crate](https://flat.badgen.net/crates/v/notify)][crate]\n[![» CI](https://flat.badgen.net/github/checks/x)](https://github.com/x)\n\n_Cross-platform filesystem notification library for Rust._";
+    expect(readableMarkdown(notify)).toBe("# Notify\n\n» Crate\n» CI\n\n_Cross-platform filesystem notification library for Rust._");
+    const tokio = "[![Crates.io][crates-badge]][crates-url]\n![logo](logo.png) Tokio\n\n[crates-badge]: https://img.shields.io/crates/v/tokio.svg\n[crates-url]: https://crates.io/crates/tokio\nNext.";
+    expect(readableMarkdown(tokio)).toBe("Crates.io\nlogo Tokio\n\nNext.");
+  });
+
+  it("leaves links, code and plain text alone", () => {
+    const text = "See [the docs](https://docs.rs/notify) and `a[0](b)`; arrays[i]: ok.";
+    expect(readableMarkdown(text)).toBe(text);
   });
 });

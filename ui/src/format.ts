@@ -17,6 +17,25 @@ export function counted(n: number, singular: string, plural = `${singular}s`): s
   return `${n.toLocaleString("en")} ${n === 1 ? singular : plural}`;
 }
 
+/// A Markdown passage as a person reads it: images (badges above all,
+/// `[![build](https://…svg)](https://…)` or `[![build][badge]][link]`) as their alt text, and
+/// the link definitions they point to (`[badge]: https://…`) left out, where the raw syntax is
+/// long URLs that say nothing. Applied to each part of a passage split around its quote, so the
+/// quote stays marked.
+export function readableMarkdown(text: string): string {
+  const target = String.raw`(?:\([^)\s]*\)|\[[^\]]*\])`;
+  const image = String.raw`!\[([^\]]*)\]` + target;
+  return text
+    .replace(new RegExp(String.raw`\[` + image + String.raw`\]` + target, "g"), "$1")
+    .replace(new RegExp(image, "g"), "$1")
+    .replace(/^\[[^\]\n]+\]:[ \t]+\S+[^\n]*(?:\n|$)/gm, "");
+}
+
+/// A Rust `Duration` as serde writes it, in seconds.
+export function seconds(d: { secs: number; nanos: number }): number {
+  return d.secs + d.nanos / 1e9;
+}
+
 export function formatDuration(seconds: number): string {
   if (!Number.isFinite(seconds) || seconds < 0) return "–";
   const s = Math.round(seconds);

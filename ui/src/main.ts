@@ -81,10 +81,10 @@ async function refreshStatus() {
     }),
   );
   byId<HTMLInputElement>("target-model-input").value = s.target_model.path;
-  byId<HTMLInputElement>("draft-model-input").value = s.draft_model.path;
+  byId<HTMLInputElement>("draft-model-input").value = s.draft_model?.path ?? "";
   const size = (m: AppStatus["target_model"]) => (m.installed ? `${formatBytes(m.file_bytes)} file` : "not installed");
   byId("target-model-size").textContent = size(s.target_model);
-  byId("draft-model-size").textContent = size(s.draft_model);
+  byId("draft-model-size").textContent = s.draft_model ? size(s.draft_model) : "";
   byId("watched-list").replaceChildren(
     ...s.watched_folders.map((f) => {
       const b = el("button", { className: "small", text: "Stop watching", attrs: { type: "button" } });
@@ -252,7 +252,7 @@ async function fetchModels() {
 /// The model files' sizes as Settings shows them, by path, for the memory panel.
 function modelFiles(): Record<string, number> {
   const files: Record<string, number> = {};
-  for (const m of status ? [status.target_model, status.draft_model] : []) if (m.installed) files[m.path] = m.file_bytes;
+  for (const m of status ? [status.target_model, status.draft_model] : []) if (m?.installed) files[m.path] = m.file_bytes;
   return files;
 }
 
@@ -314,24 +314,33 @@ async function loadHistory() {
 }
 
 /** The answer model picker: the installed models, the current one chosen; "Other file…" shows the path box. */
-function fillModelPicker(models: InstalledModel[], current: string) {
-  const select = byId<HTMLSelectElement>("target-model-select");
-  const input = byId<HTMLInputElement>("target-model-input");
-  const other = byId("target-model-other");
+/// The draft picker's first choice: no draft model (its value; a path is never empty).
+const NO_DRAFT = "none";
+
+/// Fills the answer or draft model picker with the installed models, the one in use chosen; the
+/// path box shows only behind "Other file…". The draft picker starts with "None", the default.
+function fillModelPicker(role: "target" | "draft", models: InstalledModel[], current: string) {
+  const select = byId<HTMLSelectElement>(`${role}-model-select`);
+  const input = byId<HTMLInputElement>(`${role}-model-input`);
+  const other = byId(`${role}-model-other`);
   const verdict = (m: InstalledModel) =>
     m.fits ? `fits in memory (${formatBytes(m.memory_bytes)})` : `needs ${formatBytes(m.memory_bytes)}, more than is free`;
+  const none = role === "draft"
+    ? [el("option", { text: "None: drafts from the answer's grammar and the passages", attrs: { value: NO_DRAFT } })]
+    : [];
   select.replaceChildren(
+    ...none,
     ...models.map((m) =>
       el("option", { text: `${m.name} · ${formatBytes(m.file_bytes)} file · ${verdict(m)}`, attrs: { value: m.path } }),
     ),
     el("option", { text: "Other file…", attrs: { value: "" } }),
   );
-  const known = models.some((m) => m.path === current);
-  select.value = known ? current : "";
+  const known = (role === "draft" && current === "") || models.some((m) => m.path === current);
+  select.value = known ? current || NO_DRAFT : "";
   other.hidden = known;
   select.onchange = () => {
     other.hidden = select.value !== "";
-    if (select.value) input.value = select.value;
+    if (select.value) input.value = select.value === NO_DRAFT ? "" : select.value;
     else input.focus();
   };
 }
@@ -358,7 +367,10 @@ function setupSettings() {
   byId("settings-button").addEventListener("click", () => {
     dialog.showModal();
     void api.installedModels().then(
-      (models) => fillModelPicker(models, byId<HTMLInputElement>("target-model-input").value),
+      (models) => {
+        fillModelPicker("target", models, byId<HTMLInputElement>("target-model-input").value);
+        fillModelPicker("draft", models, byId<HTMLInputElement>("draft-model-input").value);
+      },
       (e) => (error.textContent = errorText(e)),
     );
   });

@@ -40,6 +40,16 @@ describe("memory panel", () => {
     expect(root.querySelector("#mem-rss")!.getAttribute("data-bytes")).toBe("2250000000");
   });
 
+  it("says why there is no draft model when none is picked (the default)", () => {
+    const root = document.createElement("div");
+    renderMemory(root, { ...budget, models: budget.models.slice(0, 2) });
+    const draft = root.querySelector<HTMLElement>(".mem-models li[data-role=draft]")!;
+    expect(draft.textContent).toBe(
+      "Draft model (faster answers): nonenot needed: answers are sped up from their own grammar and the passages, which takes no memory (one can be picked under Settings → Models)",
+    );
+    expect(draft.dataset.fits).toBeUndefined();
+  });
+
   it("says when a model would not fit", () => {
     const root = document.createElement("div");
     renderMemory(root, { ...budget, machine_available_bytes: 500_000_000 });

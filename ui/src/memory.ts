@@ -41,6 +41,17 @@ export function renderMemory(root: HTMLElement, b: MemoryBudget, files: Record<s
       el("span", { className: "muted", text: `${size} · ${verdict}` }),
     );
   });
+  // No draft model picked (the default): said with why, not left a mystery.
+  if (!b.models.some((m) => m.role === "draft")) {
+    models.push(
+      el(
+        "li",
+        { attrs: { "data-role": "draft" } },
+        el("span", { className: "mem-model", text: `${ROLE_NAMES.draft}: none` }),
+        el("span", { className: "muted", text: "not needed: answers are sped up from their own grammar and the passages, which takes no memory (one can be picked under Settings → Models)" }),
+      ),
+    );
+  }
   const used = b.machine_total_bytes - b.machine_available_bytes;
   const bar = el("div", { className: "membar", attrs: { role: "img", "aria-label": `memory in use: ${formatBytes(used)} of ${formatBytes(b.machine_total_bytes)}, Quire ${formatBytes(b.process_rss_bytes)}` } });
   const fill = el("div", { className: "membar-fill" });

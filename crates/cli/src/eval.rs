@@ -341,6 +341,7 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         println!("  the right fact on a gold page    {}", pct(summary.right_fact_and_gold_page));
     }
     println!("mean time to first token           {:.1} s", summary.mean_time_to_first_token_s);
+    println!("mean first word from the question  {:.1} s", summary.mean_first_word_s);
     println!("mean decode speed                  {:.1} tokens/s", summary.mean_decode_tokens_per_s);
     if let Some(path) = &args.report {
         let retrieval: Vec<_> = table
@@ -448,6 +449,7 @@ async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
                     .collect(),
                 gold_retrieved: answer.sources.iter().any(|s| case.is_gold_page(&s.path, s.page)),
                 time_to_first_token_s: answer.stats.time_to_first_token.as_secs_f64(),
+                first_word_s: answer.timing.first_word.as_secs_f64(),
                 decode_tokens_per_s: answer.stats.decode_tokens_per_sec as f64,
             }
         }
@@ -460,6 +462,7 @@ async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
             citations: Vec::new(),
             gold_retrieved: false,
             time_to_first_token_s: 0.0,
+            first_word_s: 0.0,
             decode_tokens_per_s: 0.0,
         },
     }

@@ -677,12 +677,22 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
         0 => String::new(),
         n => format!(" ({n} of the prompt's reused)"),
     };
+    let t = &answer.timing;
+    let loading = match t.model_load.as_secs_f32() {
+        s if s >= 0.05 => format!("model loaded in {s:.1} s, "),
+        _ => String::new(),
+    };
     eprintln!(
-        "\n({} prompt + {} answer tokens{reused}; first token after {:.1} s; {:.1} tokens/s)",
+        "\n(first word after {:.1} s: searched in {:.2} s, {loading}prompt written in {:.2} s, read by the model in {:.1} s; \
+         {} prompt + {} answer tokens{reused}; {:.1} tokens/s; whole answer after {:.1} s)",
+        t.first_word.as_secs_f32(),
+        t.search.as_secs_f32(),
+        t.prompt_building.as_secs_f32(),
+        answer.stats.time_to_first_token.as_secs_f32(),
         answer.stats.prompt_tokens,
         answer.stats.completion_tokens,
-        answer.stats.time_to_first_token.as_secs_f32(),
-        answer.stats.decode_tokens_per_sec
+        answer.stats.decode_tokens_per_sec,
+        t.total.as_secs_f32()
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,7 @@
 //! length on the same file and threads, for the ratio.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -75,13 +75,33 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     // The app's speculation, without the thermal back-off (figures of the machine, not its mood).
     let speculation = Speculation { respect_thermal: false, ..Speculation::default() };
 
+    // The wait before the prompt, as `Engine::ask` has it: the search, then the focus choosing
+    // the passages' sentences (embedding them) and the prompt written; a follow-up over the same
+    // passages finds their sentences' meanings kept.
     let mut requests = Vec::new();
+    let mut before = Vec::new();
     for case in &cases {
+        let started = Instant::now();
         let hits = engine.retrieve(&case.question).await?;
+        let search = started.elapsed();
+        let started = Instant::now();
         let unmentioned = engine.unmentioned(&case.question, &hits).await?;
         let fresh = engine.answer_request(&case.question, &hits, &unmentioned);
-        requests.push((fresh, engine.answer_request(FOLLOW_UP, &hits, &[])));
+        let building = started.elapsed();
+        let started = Instant::now();
+        let follow_up = engine.answer_request(FOLLOW_UP, &hits, &[]);
+        before.push([search, building, started.elapsed()]);
+        requests.push((fresh, follow_up));
     }
+    // The first question again, after the others: its passages' sentences were embedded for it
+    // before (kept), so only the question is.
+    let again = {
+        let hits = engine.retrieve(&cases[0].question).await?;
+        let unmentioned = engine.unmentioned(&cases[0].question, &hits).await?;
+        let started = Instant::now();
+        engine.answer_request(&cases[0].question, &hits, &unmentioned);
+        started.elapsed()
+    };
     let mut rows: Vec<[Figure; 4]> = Vec::new();
     let mut different = Vec::new();
     println!(
@@ -133,6 +153,23 @@ pub async fn run(args: TtftArgs) -> Result<()> {
             mean(k, |f| f.prompt_tokens_per_sec as f64)
         );
     }
+    let before_mean = |k: usize| before.iter().map(|b| b[k].as_secs_f64()).sum::<f64>() / before.len() as f64;
+    println!(
+        "\nbefore the prompt (mean): search {:.2} s; sentences chosen and prompt written {:.2} s \
+         (a follow-up over the same passages: {:.2} s; the first question again, its sentences' \
+         meanings kept: {:.2} s)",
+        before_mean(0),
+        before_mean(1),
+        before_mean(2),
+        again.as_secs_f64()
+    );
+    println!(
+        "from the question to the first token (mean), everything included: fresh question {:.2} s, \
+         first after loading {:.2} s, follow-up {:.2} s",
+        before_mean(0) + before_mean(1) + mean(0, |f| f.ttft.as_secs_f64()),
+        before_mean(0) + before_mean(1) + mean(1, |f| f.ttft.as_secs_f64()),
+        before_mean(0) + before_mean(2) + mean(3, |f| f.ttft.as_secs_f64())
+    );
     anyhow::ensure!(different.is_empty(), "a kept prompt changed the answer to: {different:?}");
     println!("every answer with a kept prompt equals the fresh run's, token for token");
 

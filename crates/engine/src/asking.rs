@@ -2,7 +2,8 @@
 //! follow-up), streamed generation, citations resolved to passages, and the exchange recorded in
 //! the collection's history.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 
@@ -10,7 +11,8 @@ use quire_llm::{GenerationRequest, Progress};
 
 use crate::history::Exchange;
 use crate::{
-    answer, context, conversation, Answer, Cancel, Cancelled, Declined, Engine, Event, SearchHit, Source, Turn,
+    answer, context, conversation, Answer, AnswerTiming, Cancel, Cancelled, Declined, Engine, Event, SearchHit, Source,
+    Turn,
 };
 
 /// The longest question taken, in characters: about 2,000 tokens of prose. A longer one would
@@ -60,10 +62,13 @@ impl Engine {
         on_event: &mut (dyn FnMut(Event) + Send),
         cancel: &Cancel,
     ) -> Result<Answer> {
+        // Every figure of `AnswerTiming` counts from here: the whole wait a person has.
+        let asked = Instant::now();
         let question = question.trim();
         anyhow::ensure!(!question.is_empty(), "the question is empty");
         check_question(question)?;
         let hits = self.in_earlier_order(self.retrieve(&conversation::search_text(earlier, question)).await?);
+        let search = asked.elapsed();
         anyhow::ensure!(
             !hits.is_empty(),
             "the knowledge base is empty: add documents first (`quire ingest <folder or files>`)"
@@ -84,13 +89,18 @@ impl Engine {
             .collect();
         on_event(Event::Retrieved { sources: sources.clone() });
 
+        let loading = Instant::now();
         let llm = self.llm().await?;
+        let model_load = loading.elapsed();
         if cancel.is_cancelled() {
             return Err(Cancelled.into());
         }
+        let building = Instant::now();
         let unmentioned = self.unmentioned(question, &hits).await?;
         let request = self.answer_request_following(earlier, question, &hits, &unmentioned);
+        let prompt_building = building.elapsed();
         let mut text_stream = answer::AnswerTextStream::default();
+        let mut first_word = None;
         let generated = llm
             .generate_detailed(
                 &request,
@@ -101,6 +111,7 @@ impl Engine {
                     Progress::Text(piece) => {
                         let text = text_stream.push(piece);
                         if !text.is_empty() {
+                            first_word.get_or_insert_with(|| asked.elapsed());
                             on_event(Event::AnswerDelta { text });
                         }
                     }
@@ -161,6 +172,14 @@ impl Engine {
             raw: generation.text,
             stats: generation.stats,
             speculation,
+            timing: AnswerTiming {
+                search,
+                model_load,
+                prompt_building,
+                // An answer with no text of its own (a decline's sentence is ours) shows when it ends.
+                first_word: first_word.unwrap_or_else(|| asked.elapsed()),
+                total: asked.elapsed(),
+            },
         };
         // Every caller (the app, the CLI, the local API) keeps the same history. An answer that
         // cannot be kept (a full disk) is still the answer: the user is told, not failed.
@@ -242,13 +261,103 @@ impl context::Reading for EngineReading<'_> {
 
     fn meanings(&self, texts: &[&str]) -> Vec<Vec<f32>> {
         // Without meanings the terms alone choose: a failed embedding costs focus, not the answer.
-        self.0.embedder.embed_passages(texts).unwrap_or_default()
+        let mut kept = self.0.kept_meanings.lock().unwrap_or_else(|p| p.into_inner());
+        kept.meanings(texts, |missing| self.0.embedder.embed_passages(missing)).unwrap_or_default()
+    }
+}
+
+/// The most sentence meanings kept between questions (each 1.5 kB with a 384-d embedder).
+const KEPT_MEANINGS: usize = 4096;
+
+/// Sentence meanings kept between questions, so a question over passages an earlier one was
+/// shown embeds only the sentences it has not seen (the focus's embedding is most of the wait
+/// before the prompt). The embedder gives a text the same vector whatever it is batched with,
+/// so a kept vector is the one embedding it again would give.
+#[derive(Default)]
+pub(crate) struct KeptMeanings {
+    vectors: HashMap<String, Vec<f32>>,
+}
+
+impl KeptMeanings {
+    /// `texts`' meanings in order, embedding (through `embed`) only those not kept; all of
+    /// them are kept after. An error of `embed` is returned and nothing is kept.
+    fn meanings(
+        &mut self,
+        texts: &[&str],
+        embed: impl FnOnce(&[&str]) -> Result<Vec<Vec<f32>>>,
+    ) -> Result<Vec<Vec<f32>>> {
+        let mut missing: Vec<&str> = texts.iter().copied().filter(|t| !self.vectors.contains_key(*t)).collect();
+        missing.sort_unstable();
+        missing.dedup();
+        let mut embedded: HashMap<&str, Vec<f32>> = HashMap::new();
+        if !missing.is_empty() {
+            let vectors = embed(&missing)?;
+            anyhow::ensure!(
+                vectors.len() == missing.len(),
+                "the embedder returned {} vectors for {} texts",
+                vectors.len(),
+                missing.len()
+            );
+            embedded.extend(missing.into_iter().zip(vectors));
+        }
+        let out: Vec<Vec<f32>> = texts
+            .iter()
+            .map(|t| embedded.get(t).or_else(|| self.vectors.get(*t)).cloned().unwrap_or_default())
+            .collect();
+        if self.vectors.len() + embedded.len() > KEPT_MEANINGS {
+            self.vectors.clear();
+            self.vectors.extend(texts.iter().zip(&out).map(|(t, v)| (t.to_string(), v.clone())));
+        } else {
+            self.vectors.extend(embedded.into_iter().map(|(t, v)| (t.to_owned(), v)));
+        }
+        Ok(out)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kept_meanings_embed_only_what_they_have_not_seen_and_give_the_same_vectors() {
+        let embed_calls = std::cell::RefCell::new(Vec::<Vec<String>>::new());
+        let embed = |texts: &[&str]| {
+            embed_calls.borrow_mut().push(texts.iter().map(|t| t.to_string()).collect());
+            Ok(texts.iter().map(|t| vec![t.len() as f32, t.chars().filter(|c| *c == 'a').count() as f32]).collect())
+        };
+        let mut kept = KeptMeanings::default();
+        let first = kept.meanings(&["question one", "alpha beta", "gamma", "alpha beta"], embed).unwrap();
+        assert_eq!(first, vec![vec![12.0, 0.0], vec![10.0, 3.0], vec![5.0, 2.0], vec![10.0, 3.0]]);
+        let second = kept.meanings(&["question two", "gamma", "alpha beta"], embed).unwrap();
+        assert_eq!(second, vec![vec![12.0, 0.0], vec![5.0, 2.0], vec![10.0, 3.0]]);
+        // Each text embedded once; the second call only its new question.
+        assert_eq!(
+            *embed_calls.borrow(),
+            vec![
+                vec!["alpha beta".to_string(), "gamma".into(), "question one".into()],
+                vec!["question two".to_string()]
+            ]
+        );
+        // Nothing missing: the embedder is not called.
+        assert_eq!(kept.meanings(&["gamma"], embed).unwrap(), vec![vec![5.0, 2.0]]);
+        assert_eq!(embed_calls.borrow().len(), 2);
+        // A failed embedding keeps nothing and says so.
+        assert!(kept.meanings(&["new"], |_: &[&str]| anyhow::bail!("no embedder")).is_err());
+        assert!(!kept.vectors.contains_key("new"));
+    }
+
+    #[test]
+    fn kept_meanings_stay_within_their_bound_and_keep_the_latest_call() {
+        let embed = |texts: &[&str]| Ok(texts.iter().map(|t| vec![t.len() as f32]).collect());
+        let mut kept = KeptMeanings::default();
+        let texts: Vec<String> = (0..KEPT_MEANINGS).map(|i| format!("sentence {i}")).collect();
+        kept.meanings(&texts.iter().map(String::as_str).collect::<Vec<_>>(), embed).unwrap();
+        assert_eq!(kept.vectors.len(), KEPT_MEANINGS);
+        let latest = ["sentence 1", "one more", "and another"];
+        assert_eq!(kept.meanings(&latest, embed).unwrap(), vec![vec![10.0], vec![8.0], vec![11.0]]);
+        assert_eq!(kept.vectors.len(), 3);
+        assert!(latest.iter().all(|t| kept.vectors.contains_key(*t)));
+    }
 
     #[test]
     fn questions_past_the_limit_are_refused_with_their_length() {

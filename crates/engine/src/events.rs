@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use ts_rs::TS;
@@ -148,4 +149,28 @@ pub struct Answer {
     pub stats: GenerationStats,
     /// How speculative decoding went (Quire's decoder only).
     pub speculation: Option<SpeculationStats>,
+    /// Where the wait went, from the moment the question was given.
+    pub timing: AnswerTiming,
+}
+
+/// Where the wait for an answer went, each figure from the moment the question was given or
+/// of its own step: what `stats.time_to_first_token` (the model's own, from the prompt) leaves out.
+#[derive(Debug, Clone, Default, Serialize, TS)]
+pub struct AnswerTiming {
+    /// Embedding the question and searching the index (reranking included).
+    #[ts(type = "{ secs: number, nanos: number }")]
+    pub search: Duration,
+    /// Loading the answer model, where this question found it not loaded; else next to nothing.
+    #[ts(type = "{ secs: number, nanos: number }")]
+    pub model_load: Duration,
+    /// Choosing the passages' sentences to show (the focus) and writing the prompt.
+    #[ts(type = "{ secs: number, nanos: number }")]
+    pub prompt_building: Duration,
+    /// From the question to the first word of the answer: all of the above and the model reading
+    /// the prompt.
+    #[ts(type = "{ secs: number, nanos: number }")]
+    pub first_word: Duration,
+    /// From the question to the whole answer, its checks included.
+    #[ts(type = "{ secs: number, nanos: number }")]
+    pub total: Duration,
 }

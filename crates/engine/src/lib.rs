@@ -3,6 +3,7 @@
 //! The engine does not know who listens: the CLI draws progress bars from the events, the
 //! desktop app forwards them to its window.
 
+pub mod allocator;
 pub mod answer;
 mod asking;
 mod config;
@@ -42,7 +43,7 @@ pub use config::{
     DEFAULT_TOP_K,
 };
 pub use conversation::Turn;
-pub use events::{Answer, Cancel, Cancelled, Citation, Declined, Event, Source};
+pub use events::{Answer, AnswerTiming, Cancel, Cancelled, Citation, Declined, Event, Source};
 pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
 pub use jobs::{Job, JobState};
 pub use keys::import_key_backup;
@@ -73,9 +74,23 @@ pub struct Engine {
     /// What the last prompt showed the answer model, for a follow-up over the same passages to
     /// add to (the decoder keeps the last prompt's work).
     last_context: std::sync::Mutex<Option<context::Context>>,
+    /// Sentence meanings the focus embedded for earlier questions.
+    kept_meanings: std::sync::Mutex<asking::KeptMeanings>,
     vault: std::sync::Mutex<Vault>,
     /// Held by ingestion and by resealing, which must not interleave.
     writing: tokio::sync::Mutex<()>,
+    /// Last, so it is dropped after every other field: what they held goes back to the system
+    /// then, whoever lets go of the engine last (a lock's, or a cancelled job's).
+    _gives_memory_back: GivesMemoryBack,
+}
+
+/// Gives the memory freed so far back to the system when dropped (`allocator`).
+struct GivesMemoryBack;
+
+impl Drop for GivesMemoryBack {
+    fn drop(&mut self) {
+        allocator::return_freed_memory();
+    }
 }
 
 impl Engine {
@@ -106,8 +121,10 @@ impl Engine {
             rss_before_llm: std::sync::atomic::AtomicU64::new(0),
             reranker: Default::default(),
             last_context: Default::default(),
+            kept_meanings: Default::default(),
             vault: std::sync::Mutex::new(vault),
             writing: Default::default(),
+            _gives_memory_back: GivesMemoryBack,
         };
         engine.reseal(&mut |_, _| {}, &Cancel::new()).await?;
         Ok(engine)

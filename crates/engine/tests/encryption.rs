@@ -2,23 +2,15 @@
 //! rotation that is interrupted finishes at the next open and loses nothing; a collection made
 //! without encryption is sealed when it is opened.
 
+mod common;
+
 use std::collections::BTreeMap;
 
-use quire_engine::{Cancel, Engine, EngineConfig, KeyAccess, SearchHit};
+use quire_engine::{Cancel, Engine, EngineConfig, SearchHit};
 use quire_index::{KnowledgeBase, Protection};
 
 async fn engine(data: &std::path::Path, passphrase: &str) -> anyhow::Result<Engine> {
-    Engine::open(EngineConfig {
-        top_k: 4,
-        max_answer_tokens: 256,
-        ..EngineConfig::new(
-            data.to_path_buf(),
-            quire_testkit::model(&quire_models::MINILM),
-            quire_models::SMOLLM2.location().unwrap(),
-            KeyAccess::passphrase(passphrase),
-        )
-    })
-    .await
+    Engine::open(EngineConfig { top_k: 4, max_answer_tokens: 256, ..common::tiny_config(data, passphrase) }).await
 }
 
 /// Copies every document of `from` into `to` (ids and chunk hashes as `to` makes them).

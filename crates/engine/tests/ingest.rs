@@ -1,6 +1,8 @@
 //! Ingestion into a real LanceDB on disk with the real embedder: re-ingesting replaces instead
 //! of duplicating, changed files are re-indexed, bad files are reported by name and skipped.
 
+mod common;
+
 use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, SearchMode};
 
 async fn engine(data: &std::path::Path) -> Engine {
@@ -8,17 +10,8 @@ async fn engine(data: &std::path::Path) -> Engine {
 }
 
 async fn engine_reading_ahead(data: &std::path::Path, read_ahead: bool) -> Engine {
-    let config = EngineConfig {
-        top_k: 4,
-        max_answer_tokens: 256,
-        read_ahead,
-        ..EngineConfig::new(
-            data.to_path_buf(),
-            quire_testkit::model(&quire_models::MINILM),
-            quire_models::SMOLLM2.location().unwrap(),
-            quire_engine::KeyAccess::passphrase("test passphrase"),
-        )
-    };
+    let config =
+        EngineConfig { top_k: 4, max_answer_tokens: 256, read_ahead, ..common::tiny_config(data, "test passphrase") };
     Engine::open(config).await.unwrap()
 }
 

@@ -3,6 +3,8 @@
 //! deletions of files and folders, save-by-rename, editors' temporary files. The index must follow
 //! each within a bounded time.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -13,16 +15,7 @@ use quire_engine::{Cancel, DocumentRecord, Engine, EngineConfig, FileOutcome, In
 const FOLLOW_WITHIN: Duration = Duration::from_secs(20);
 
 async fn engine(data: &Path) -> Engine {
-    let config = EngineConfig {
-        top_k: 4,
-        max_answer_tokens: 64,
-        ..EngineConfig::new(
-            data.to_path_buf(),
-            quire_testkit::model(&quire_models::MINILM),
-            quire_models::SMOLLM2.location().unwrap(),
-            quire_engine::KeyAccess::passphrase("test passphrase"),
-        )
-    };
+    let config = EngineConfig { top_k: 4, max_answer_tokens: 64, ..common::tiny_config(data, "test passphrase") };
     Engine::open(config).await.unwrap()
 }
 

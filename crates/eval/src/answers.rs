@@ -122,7 +122,11 @@ pub struct AnswerOutcome {
     pub citations: Vec<CitedPassage>,
     /// A gold page was among the retrieved passages shown to the model.
     pub gold_retrieved: bool,
+    /// The model's own, from its prompt.
     pub time_to_first_token_s: f64,
+    /// From the question to the answer's first word: search, prompt and the model's time.
+    #[serde(default)]
+    pub first_word_s: f64,
     pub decode_tokens_per_s: f64,
 }
 
@@ -267,6 +271,7 @@ pub struct AnswerReport {
     pub right_fact: f64,
     pub right_fact_and_gold_page: f64,
     pub mean_time_to_first_token_s: f64,
+    pub mean_first_word_s: f64,
     pub mean_decode_tokens_per_s: f64,
 }
 
@@ -312,6 +317,7 @@ pub fn report(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Answe
         right_fact: share(&with_facts, &|(_, _, v)| v.right_fact),
         right_fact_and_gold_page: share(&with_facts, &|(_, _, v)| v.right_fact && v.cites_gold_page),
         mean_time_to_first_token_s: mean(&all, &|(_, o, _)| o.time_to_first_token_s),
+        mean_first_word_s: mean(&all, &|(_, o, _)| o.first_word_s),
         mean_decode_tokens_per_s: mean(&all, &|(_, o, _)| o.decode_tokens_per_s),
     }
 }
@@ -347,6 +353,7 @@ mod tests {
             citations,
             gold_retrieved: true,
             time_to_first_token_s: 2.0,
+            first_word_s: 2.5,
             decode_tokens_per_s: 10.0,
         }
     }
@@ -431,6 +438,7 @@ mod tests {
         assert_eq!(r.declined_when_unanswerable, 0.5);
         assert_eq!(r.parsed, 1.0);
         assert_eq!(r.mean_time_to_first_token_s, 2.0);
+        assert_eq!(r.mean_first_word_s, 2.5);
     }
 
     #[test]

@@ -11,13 +11,6 @@ use anyhow::{Context, Result};
 
 use super::Opened;
 
-pub(super) fn return_freed_memory() {
-    // SAFETY: `malloc_trim` only releases free memory of glibc's heaps; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 pub(super) fn open(path: &Path, page: Option<u32>) -> Result<Opened> {
     let mime = mime_type(path);
     if let Some((id, exec)) = default_application(mime) {

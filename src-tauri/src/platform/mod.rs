@@ -1,6 +1,6 @@
 //! What differs per operating system, in one place: opening a cited document with the person's
 //! own viewer, at the cited page where the viewer can be told one (`linux.rs`; elsewhere the
-//! system opener, `other.rs`), and handing freed memory back to the system.
+//! system opener, `other.rs`). (The allocator's set-up is the engine's: `quire_engine::allocator`.)
 
 use std::path::Path;
 
@@ -14,13 +14,6 @@ use linux as os;
 mod other;
 #[cfg(not(target_os = "linux"))]
 use other as os;
-
-/// Gives the memory freed since (the models and index of a locked collection) back to the
-/// system, where the allocator keeps it otherwise (glibc's arenas hold freed blocks under
-/// 32 MB; macOS's and Windows' allocators return them themselves).
-pub fn return_freed_memory() {
-    os::return_freed_memory()
-}
 
 /// How a document was opened: by which program, and whether it was sent to the page.
 pub struct Opened {

@@ -6,8 +6,6 @@ use anyhow::{Context, Result};
 
 use super::Opened;
 
-pub(super) fn return_freed_memory() {}
-
 pub(super) fn open(path: &Path, _page: Option<u32>) -> Result<Opened> {
     open::that_detached(path).with_context(|| format!("the system could not open {}", path.display()))?;
     Ok(Opened { program: "the system's viewer".into(), at_page: false })

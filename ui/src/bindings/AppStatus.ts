@@ -3,7 +3,12 @@ import type { DocumentRecord } from "./DocumentRecord";
 import type { EngineState } from "./EngineState";
 import type { ModelChoice } from "./ModelChoice";
 
-export type AppStatus = { home: string, collection: string, collections: Array<string>, engine: EngineState, documents: Array<DocumentRecord>, target_model: ModelChoice, draft_model: ModelChoice, model_loaded: boolean, 
+export type AppStatus = { home: string, collection: string, collections: Array<string>, engine: EngineState, documents: Array<DocumentRecord>, target_model: ModelChoice, 
+/**
+ * The draft model picked; none by default (the decoder drafts from the answer's grammar and
+ * the passages).
+ */
+draft_model: ModelChoice | null, model_loaded: boolean, 
 /**
  * Where the loaded answer model runs: "CPU", "CUDA GPU" or "Metal GPU".
  */

@@ -6,7 +6,8 @@ export type Settings = { collection: string,
  */
 target_model: string | null, 
 /**
- * GGUF of the draft model for speculative decoding; `None` means the default draft.
+ * GGUF of a draft model for speculative decoding; `None`: none, the decoder drafts from the
+ * answer's grammar and the passages (measured faster on CPUs, ARCHITECTURE.md).
  */
 draft_model: string | null, 
 /**
