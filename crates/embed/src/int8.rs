@@ -133,15 +133,20 @@ impl Int8Weights {
                 // inputs and `out` the same rows of `n` outputs.
                 match set {
                     #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `set` is one this CPU runs; `q`, `out` and the weights hold the rows' blocks.
                     KernelSet::Avx512Vnni => unsafe { vnni::rows(q, self, bias, out) },
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
                     KernelSet::AvxVnni => match KernelSet::avxvnni_encoding() {
+                        // SAFETY: as above; AVX-VNNI (VEX encoding) is what this CPU has.
                         quire_simd::VnniEncoding::Vex => unsafe { ymm_vex::rows(q, self, bias, out) },
+                        // SAFETY: as above; AVX-VNNI in its EVEX encoding is what this CPU has.
                         quire_simd::VnniEncoding::Evex => unsafe { ymm_evex::rows(q, self, bias, out) },
                     },
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+                    // SAFETY: as above; AVX2 is the build's baseline.
                     KernelSet::Avx2 => unsafe { avx2::rows(q, self, bias, out) },
                     #[cfg(target_arch = "aarch64")]
+                    // SAFETY: as above; this CPU has dot products.
                     KernelSet::NeonDotprod => unsafe { neon::rows(q, self, bias, out) },
                     _ => plain::rows(q, self, bias, out),
                 }
@@ -174,13 +179,15 @@ impl Quantized {
         self.rows = rows;
         let blocks = input.chunks_exact(GROUP).zip(self.bytes.chunks_exact_mut(GROUP));
         for (i, (values, bytes)) in blocks.enumerate() {
-            // SAFETY (each arm): `set` is one this CPU runs; both blocks hold `GROUP` values.
             let (s, low) = match set {
                 #[cfg(target_arch = "x86_64")]
+                // SAFETY: `set` is one this CPU runs; both blocks hold `GROUP` values.
                 KernelSet::Avx512Vnni => unsafe { vnni::quantize_block(values, bytes) },
                 #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+                // SAFETY: as above; AVX2 is the build's baseline.
                 KernelSet::AvxVnni | KernelSet::Avx2 => unsafe { avx2::quantize_block(values, bytes) },
                 #[cfg(target_arch = "aarch64")]
+                // SAFETY: as above; this CPU has dot products.
                 KernelSet::NeonDotprod => unsafe { neon::quantize_block(values, bytes) },
                 _ => plain::quantize_block(values, bytes),
             };

@@ -123,7 +123,7 @@ impl Packed {
         out_stride: usize,
     ) {
         let (k, n) = (self.inputs, self.width);
-        // SAFETY (each arm): as the caller promised.
+        // SAFETY: as the caller promised (each arm).
         unsafe {
             match kernel {
                 #[cfg(target_arch = "x86_64")]

@@ -552,9 +552,11 @@ mod tests {
         let dot = |x: &[i8], y: &[i8]| x.iter().zip(y).map(|(&x, &y)| x as i32 * y as i32).sum::<i32>();
         let lanes = |v: int32x4_t| {
             let mut out = [0i32; 4];
+            // SAFETY: `out` holds four lanes; NEON is every aarch64 CPU's.
             unsafe { vst1q_s32(out.as_mut_ptr(), v) };
             out
         };
+        // SAFETY: each array holds the lanes loaded; NEON is every aarch64 CPU's.
         let (va, vb, vacc) = unsafe { (vld1q_s8(a.as_ptr()), vld1q_s8(b.as_ptr()), vld1q_s32(acc.as_ptr())) };
         // The instructions assemble only in functions built for their extensions.
         #[target_feature(enable = "i8mm")]
@@ -572,12 +574,14 @@ mod tests {
                 acc[2] + dot(&a[8..], &b[..8]),
                 acc[3] + dot(&a[8..], &b[8..]),
             ];
+            // SAFETY: the CPU has i8mm (checked above).
             assert_eq!(lanes(unsafe { smmla(vacc, va, vb) }), want);
         } else {
             eprintln!("no i8mm on this CPU: smmla is not tested here");
         }
         if std::arch::is_aarch64_feature_detected!("dotprod") {
             let want: [i32; 4] = std::array::from_fn(|l| acc[l] + dot(&a[4 * l..4 * l + 4], &b[8..12]));
+            // SAFETY: the CPU has dot products (checked above).
             assert_eq!(lanes(unsafe { sdot_lane2(vacc, va, vb) }), want);
         }
     }

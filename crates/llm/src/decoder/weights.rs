@@ -139,29 +139,34 @@ macro_rules! k_quant_row_dot {
                 let row = |i: usize| &bytes[i * row_bytes..(i + 1) * row_bytes];
                 let rows_here = rows.len() / per_row;
                 match kernels::KernelSet::in_use() {
-                    // SAFETY (each arm): `in_use` picks only sets the CPU runs; the rows hold
-                    // whole blocks. x86's unpacking uses AVX2, the build's baseline there.
+                    // Each arm: `in_use` picks only sets the CPU runs; the rows hold whole
+                    // blocks. x86's unpacking uses AVX2, the build's baseline there.
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+                    // SAFETY: AVX-512 VNNI is in use only where the CPU has it (above).
                     kernels::KernelSet::Avx512Vnni => unsafe {
                         let unpack = |i, b, u: &mut _| kernels::$kernels::unpack(row(i), b, u);
                         kernels::panel::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
                     },
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+                    // SAFETY: AVX-VNNI is in use only where the CPU has it (above).
                     kernels::KernelSet::AvxVnni => unsafe {
                         let unpack = |i, b, u: &mut _| kernels::$kernels::unpack(row(i), b, u);
                         kernels::panel_vnni256::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
                     },
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
                     kernels::KernelSet::Avx2 => {
+                        // SAFETY: AVX2 is the build's baseline (above); the rows hold whole blocks.
                         let unpack = |i, b, u: &mut _| unsafe { kernels::$kernels::unpack(row(i), b, u) };
                         kernels::panel_avx2::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
                     }
                     #[cfg(target_arch = "aarch64")]
+                    // SAFETY: i8mm is in use only where the CPU has it (above).
                     kernels::KernelSet::NeonI8mm => unsafe {
                         let unpack = |i, b, u: &mut _| kernels::block::$plain(row(i), b, u);
                         kernels::neon::panel_matmul_i8mm::<$sub>(rows_here, per_row, unpack, panels, out, m)
                     },
                     #[cfg(target_arch = "aarch64")]
+                    // SAFETY: dot products are in use only where the CPU has them (above).
                     kernels::KernelSet::NeonDotprod => unsafe {
                         let unpack = |i, b, u: &mut _| kernels::block::$plain(row(i), b, u);
                         kernels::neon::panel_matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
@@ -471,6 +476,7 @@ mod tests {
             let rows = rows_here + 5;
             let mut out = vec![f32::NAN; m * rows];
             // Columns 2.. of the output, as a task whose first row is 2 writes them.
+            // SAFETY: `out` has room for `rows` rows of `m` from column 2 on; `src` holds the task's results.
             unsafe { move_results(&src, stride, rows_here, m, out.as_mut_ptr().add(2), rows) };
             for t in 0..m {
                 for r in 0..rows {

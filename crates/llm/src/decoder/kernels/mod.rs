@@ -268,6 +268,7 @@ mod set_tests {
                 bits.extend(out.iter().map(|v| v.to_bits()));
             }
             let mut alone = [f32::NAN];
+            // SAFETY: `set` is one this CPU runs (`runnable`); the row and tokens hold whole blocks.
             unsafe { tiles.of(set)(row, &refs[5..6], &mut alone) };
             assert_eq!(alone[0].to_bits(), bits[bits.len() - 2], "{}: token 5 alone and in its tile", set.name());
         }

@@ -429,6 +429,7 @@ mod tests {
         if runnable.contains(&KernelSet::NeonDotprod) {
             kernels.push((
                 "dot product panels",
+                // SAFETY: dot products checked above; rows and panels hold whole blocks.
                 Box::new(|out: &mut [f32]| unsafe {
                     panel_matmul::<SUB>(rows, cols / 256, unpack_row, &groups, out, lanes)
                 }),
@@ -437,6 +438,7 @@ mod tests {
         if runnable.contains(&KernelSet::NeonI8mm) {
             kernels.push((
                 "i8mm panels",
+                // SAFETY: i8mm checked above; rows and panels hold whole blocks.
                 Box::new(|out: &mut [f32]| unsafe {
                     panel_matmul_i8mm::<SUB>(rows, cols / 256, unpack_row, &pairs, out, lanes)
                 }),

@@ -316,6 +316,7 @@ mod tests {
         let tokens = tokens(cols, m);
         let token_bytes: Vec<&[u8]> = tokens.iter().map(|t| bytes_of(t)).collect();
         let panels = Panels::new(&token_bytes, cols / 256, m);
+        // SAFETY: the unpacking's set is one this CPU runs; each row holds whole blocks.
         let unpack_row =
             |i: usize, b: usize, u: &mut Unpacked| unsafe { unpack(&bytes[i * row_bytes..(i + 1) * row_bytes], b, u) };
         let vnni = cpu_has_avx512_vnni();
@@ -326,6 +327,7 @@ mod tests {
         }
         if vnni {
             let mut out = vec![f32::NAN; rows * m];
+            // SAFETY: AVX-512 VNNI checked above; rows and panels hold whole blocks.
             unsafe {
                 match sub {
                     32 => matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut out, m),
@@ -336,6 +338,7 @@ mod tests {
         }
         if KernelSet::runnable().contains(&KernelSet::AvxVnni) {
             let mut out = vec![f32::NAN; rows * m];
+            // SAFETY: AVX-VNNI checked above; rows and panels hold whole blocks.
             unsafe {
                 match sub {
                     32 => super::super::panel_vnni256::matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut out, m),
@@ -368,11 +371,13 @@ mod tests {
                 let expected = reference(&unpacked, sub, token_bytes[t]);
                 for &(name, tile) in &tiles {
                     let mut alone = [0f32];
+                    // SAFETY: every tile listed is of a set this CPU runs; the row and token hold whole blocks.
                     unsafe { tile(bytes_of(row), &[&tokens[t]], &mut alone) };
                     let tile_start = t / TILE * TILE;
                     let together: Vec<&[BlockQ8K]> =
                         tokens[tile_start..tile_start + TILE].iter().map(|t| t.as_slice()).collect();
                     let mut in_tile = [0f32; TILE];
+                    // SAFETY: as above, over a tile's worth of tokens.
                     unsafe { tile(bytes_of(row), &together, &mut in_tile) };
                     assert_eq!(
                         alone[0].to_bits(),
@@ -427,6 +432,7 @@ mod tests {
             // A task of 16 rows into `out` ([row][token]).
             type Task<'a> = Box<dyn Fn(usize, &mut [f32]) + 'a>;
             let row = |r: usize| &bytes[r * row_bytes..(r + 1) * row_bytes];
+            // SAFETY: the unpacking's set is one this CPU runs; each task's rows hold whole blocks.
             let unpacking =
                 |task: usize| move |i: usize, b: usize, u: &mut Unpacked| unsafe { unpack(row(task * 16 + i), b, u) };
             let mut kernels: Vec<(&str, Task)> = vec![
@@ -436,6 +442,7 @@ mod tests {
                         let refs: Vec<&[BlockQ8K]> = tokens.iter().map(|t| t.as_slice()).collect();
                         for i in 0..16 {
                             for (t, o) in refs.chunks(TILE).zip(out[i * m..(i + 1) * m].chunks_mut(TILE)) {
+                                // SAFETY: `narrow` is of a set this CPU runs; the row and tokens hold whole blocks.
                                 unsafe { narrow(row(task * 16 + i), t, o) };
                             }
                         }
@@ -451,6 +458,7 @@ mod tests {
             if KernelSet::runnable().contains(&KernelSet::AvxVnni) {
                 kernels.push((
                     "256-bit VNNI panels",
+                    // SAFETY: AVX-VNNI checked above; rows and panels hold whole blocks.
                     Box::new(|task: usize, out: &mut [f32]| unsafe {
                         super::super::panel_vnni256::matmul::<SUB>(16, cols / 256, unpacking(task), &panels, out, m)
                     }),
@@ -459,12 +467,14 @@ mod tests {
             if cpu_has_avx512_vnni() {
                 kernels.push((
                     "AVX-512 panels one at a time",
+                    // SAFETY: AVX-512 VNNI checked above; rows and panels hold whole blocks.
                     Box::new(|task: usize, out: &mut [f32]| unsafe {
                         matmul_grouped::<SUB, 1>(16, cols / 256, unpacking(task), &panels, out, m)
                     }),
                 ));
                 kernels.push((
                     "AVX-512 panels three at a time",
+                    // SAFETY: AVX-512 VNNI checked above; rows and panels hold whole blocks.
                     Box::new(|task: usize, out: &mut [f32]| unsafe {
                         matmul_grouped::<SUB, 3>(16, cols / 256, unpacking(task), &panels, out, m)
                     }),

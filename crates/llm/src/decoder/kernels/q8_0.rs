@@ -27,6 +27,7 @@ pub fn dot_by(set: KernelSet, row: &[BlockQ8_0], token: &[BlockQ8_0]) -> f32 {
         // SAFETY: `set` is one this CPU runs.
         #[cfg(target_arch = "aarch64")]
         KernelSet::NeonI8mm | KernelSet::NeonDotprod => unsafe { neon::dot_dotprod(bytes_of(row), bytes_of(token)) },
+        // SAFETY: NEON is every aarch64 CPU's.
         #[cfg(target_arch = "aarch64")]
         KernelSet::Neon => unsafe { neon::dot_plain(bytes_of(row), bytes_of(token)) },
         _ => plain(bytes_of(row), bytes_of(token)),
