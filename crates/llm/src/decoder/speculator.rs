@@ -1,0 +1,482 @@
+//! The decode loop: verify steps over the drafts proposed for each (the grammar's, the
+//! prompt lookup's, the draft model's), the tokens kept by the greedy or sampling rule, the
+//! throttle and the measured costs that choose a step's draft source.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use llguidance::api::TopLevelGrammar;
+use llguidance::Matcher;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use toktrie::SimpleVob;
+
+use super::costs::{Choice, Costs};
+use super::{
+    argmax, drafting, probabilities, sample, text, Cache, Decoded, Decoder, DraftSource, Speculation, SpeculationStats,
+    SOURCES,
+};
+use crate::thermal::{PowerState, Throttle};
+use crate::{Generation, GenerationRequest, GenerationStats};
+
+/// A drafted token: who proposed it and, for sampled model drafts, the draft distribution.
+struct Draft {
+    token: u32,
+    source: DraftSource,
+    q: Option<Vec<f32>>,
+}
+
+/// The state of one reply being decoded.
+struct Run {
+    tokens: Vec<u32>,
+    prompt_len: usize,
+    cache: Cache,
+    matcher: Option<Matcher>,
+    rng: StdRng,
+    temperature: Option<f32>,
+    stop_tokens: Vec<u32>,
+}
+
+impl Decoder {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn decode_from(
+        &self,
+        request: &GenerationRequest,
+        prompt: &[u32],
+        cache: Cache,
+        started: Instant,
+        speculation: &Speculation,
+        seed: u64,
+        mut on_text: impl FnMut(&str),
+        stop: impl Fn() -> bool,
+    ) -> Result<(Decoded, Cache)> {
+        let prompt_done = started.elapsed();
+        let matcher = match &request.schema {
+            Some(schema) => {
+                let parser = self
+                    .grammar
+                    .create_parser(TopLevelGrammar::from_json_schema(schema.clone()))
+                    .context("the answer schema is not a grammar the decoder accepts")?;
+                Some(Matcher::new(Ok(parser)))
+            }
+            None => None,
+        };
+        let mut run = Run {
+            tokens: prompt.to_vec(),
+            prompt_len: prompt.len(),
+            cache,
+            matcher,
+            rng: StdRng::seed_from_u64(seed),
+            temperature: request.temperature.map(|t| t as f32).filter(|t| *t > 0.0),
+            stop_tokens: self.text.stop.clone(),
+        };
+        let mut stream = text::TextStream::default();
+        let mut first_text: Option<Duration> = None;
+        let mut stats = SpeculationStats::default();
+        let decode_started = Instant::now();
+        let finish_reason = self.decode(&mut run, request.max_tokens, speculation, &mut stats, &mut |run: &Run| {
+            if let Some(piece) = stream.next(&self.text, &run.tokens[run.prompt_len..])? {
+                first_text.get_or_insert_with(|| started.elapsed());
+                on_text(&piece);
+            }
+            Ok(!stop())
+        })?;
+        let decode_time = decode_started.elapsed();
+        let total_time = started.elapsed();
+        let generated: Vec<u32> = run.tokens[run.prompt_len..].to_vec();
+        stats.generated_tokens = generated.len();
+        stats.decode_secs = decode_time.as_secs_f32();
+        stats.decode_tokens_per_sec = per_second(generated.len(), decode_time);
+        let text = self.text.decode(&generated)?;
+        let generation = Generation {
+            text,
+            stats: GenerationStats {
+                prompt_tokens: prompt.len(),
+                prompt_reused_tokens: 0,
+                completion_tokens: generated.len(),
+                time_to_first_token: first_text.unwrap_or(total_time),
+                total_time,
+                decode_tokens_per_sec: stats.decode_tokens_per_sec,
+                prompt_tokens_per_sec: per_second(prompt.len(), prompt_done),
+                finish_reason,
+            },
+        };
+        Ok((Decoded { generation, tokens: generated, speculation: stats }, run.cache))
+    }
+
+    /// The decode loop. `on_step` sees the run after each verify step and returns false to
+    /// cancel. Returns the finish reason.
+    fn decode(
+        &self,
+        run: &mut Run,
+        max_tokens: usize,
+        speculation: &Speculation,
+        stats: &mut SpeculationStats,
+        on_step: &mut dyn FnMut(&Run) -> Result<bool>,
+    ) -> Result<String> {
+        let vocab = self.target.config().vocab;
+        // Grammar drafts start at full length (they are almost always right); lookup and model
+        // drafts start short and grow with acceptance: a rejected token costs a token's compute.
+        let mut controls = [
+            drafting::SourceControl::new(speculation.window, speculation.max_free, speculation.max_free),
+            drafting::SourceControl::new(speculation.window, speculation.initial_k, speculation.max_free),
+            drafting::SourceControl::new(speculation.window, speculation.initial_k, speculation.max_k),
+        ];
+        let mut power = PowerState::UNKNOWN;
+        let mut throttle = Throttle::for_state(power);
+        let mut draft_cache: Option<(Cache, Vec<u32>)> = None;
+        let mut costs = Costs::default();
+        let mut pending = *run.tokens.last().expect("prompt is not empty");
+        // Where wider passes would change a token's logits, no more drafts than fit one.
+        let widest = self.target.widest_verify().unwrap_or(usize::MAX);
+
+        loop {
+            let generated = run.tokens.len() - run.prompt_len;
+            if generated >= max_tokens {
+                return Ok("length".into());
+            }
+            if speculation.enabled && speculation.respect_thermal && stats.verify_steps.is_multiple_of(32) {
+                power = PowerState::read();
+                throttle = Throttle::for_state(power);
+                stats.power = Some(power);
+                controls[2].set_max_k(speculation.max_k / throttle.max_k_divisor);
+            }
+            let mask0 = match next_mask(run)? {
+                Next::Done => return Ok("stop".into()),
+                Next::Free => None,
+                Next::Mask(mask) => Some(mask),
+            };
+
+            let budget = (max_tokens - generated - 1).min(widest - 1);
+            let step_started = Instant::now();
+            let mut choice = Choice::Grammar;
+            let drafts = if speculation.enabled && throttle.free_drafts && budget > 0 {
+                self.propose(
+                    run,
+                    speculation,
+                    &mut controls,
+                    throttle,
+                    &mut draft_cache,
+                    generated,
+                    budget,
+                    stats,
+                    &mut costs,
+                    &mut choice,
+                )?
+            } else {
+                Vec::new()
+            };
+
+            let mut input = Vec::with_capacity(drafts.len() + 1);
+            input.push(pending);
+            input.extend(drafts.iter().map(|d| d.token));
+            let base = run.cache.len();
+            let logits = self.target.forward(&input, &mut run.cache, 0)?;
+            stats.verify_steps += 1;
+
+            let mut accepted = 0;
+            let mut mask = mask0;
+            let mut next = None;
+            for i in 0..=drafts.len() {
+                if i > 0 {
+                    mask = match next_mask(run)? {
+                        Next::Free => None,
+                        Next::Mask(mask) => Some(mask),
+                        Next::Done => {
+                            // The grammar is complete after the drafts accepted so far.
+                            run.cache.truncate(base + 1 + accepted);
+                            on_step(run)?;
+                            return Ok("stop".into());
+                        }
+                    };
+                }
+                let row = &logits[i * vocab..(i + 1) * vocab];
+                let draft = drafts.get(i);
+                let choice = match (run.temperature, draft) {
+                    (None, Some(d)) => {
+                        let best = argmax(row, mask.as_ref());
+                        if best == d.token {
+                            Ok(())
+                        } else {
+                            Err(best)
+                        }
+                    }
+                    (None, None) => Err(argmax(row, mask.as_ref())),
+                    (Some(t), Some(d)) => {
+                        let p = probabilities(row, mask.as_ref(), t);
+                        let q_d = d.q.as_ref().map_or(1.0, |q| q[d.token as usize]);
+                        let keep = q_d <= 0.0 || run.rng.random::<f32>() < (p[d.token as usize] / q_d).min(1.0);
+                        if keep {
+                            Ok(())
+                        } else {
+                            // Residual (p − q)+: with a one-hot q, p without the drafted token.
+                            let mut residual = p.clone();
+                            match &d.q {
+                                Some(q) => residual.iter_mut().zip(q).for_each(|(r, qi)| *r = (*r - qi).max(0.0)),
+                                None => residual[d.token as usize] = 0.0,
+                            }
+                            Err(sample(&residual, &mut run.rng)
+                                .unwrap_or_else(|| sample(&p, &mut run.rng).unwrap_or(d.token)))
+                        }
+                    }
+                    (Some(t), None) => {
+                        let p = probabilities(row, mask.as_ref(), t);
+                        Err(sample(&p, &mut run.rng).context("no token is allowed here")?)
+                    }
+                };
+                match choice {
+                    Ok(()) => {
+                        let d = &drafts[i];
+                        accepted += 1;
+                        stats.source_mut(d.source).accepted += 1;
+                        if self.take(run, d.token)? {
+                            run.cache.truncate(base + 1 + accepted);
+                            on_step(run)?;
+                            return Ok("stop".into());
+                        }
+                    }
+                    Err(token) => {
+                        next = Some(token);
+                        break;
+                    }
+                }
+            }
+            // Per-source outcomes: drafts are grouped by source in proposal order.
+            for (index, source) in SOURCES.iter().enumerate() {
+                let Some(first) = drafts.iter().position(|d| d.source == *source) else { continue };
+                if accepted < first {
+                    continue; // rejected before this source's drafts were reached
+                }
+                let proposed = drafts.iter().filter(|d| d.source == *source).count();
+                let taken = (accepted - first).min(proposed);
+                controls[index].update(proposed, taken, generated, speculation.fallback_below, speculation.probe_after);
+                stats.source_mut(*source).pauses = controls[index].pauses;
+            }
+            run.cache.truncate(base + 1 + accepted);
+            costs.record(choice, step_started.elapsed().as_secs_f32(), accepted + 1);
+            let token = next.expect("a verify step always yields a token");
+            let ended = self.take(run, token)?;
+            if !on_step(run)? {
+                return Ok("cancelled".into());
+            }
+            if ended {
+                return Ok("stop".into());
+            }
+            pending = token;
+        }
+    }
+
+    /// Appends a chosen token; true when it ends the reply (a stop token, or the grammar is done).
+    fn take(&self, run: &mut Run, token: u32) -> Result<bool> {
+        if run.stop_tokens.contains(&token) {
+            return Ok(true);
+        }
+        run.tokens.push(token);
+        if let Some(m) = run.matcher.as_mut() {
+            m.consume_token(token).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
+            return Ok(m.is_stopped());
+        }
+        Ok(false)
+    }
+
+    /// Drafts for the step after `run.tokens`: first what the grammar forces, then from the
+    /// prompt lookup or the draft model, whichever has accepted more of late.
+    #[allow(clippy::too_many_arguments)]
+    fn propose(
+        &self,
+        run: &mut Run,
+        speculation: &Speculation,
+        controls: &mut [drafting::SourceControl; 3],
+        throttle: Throttle,
+        draft_cache: &mut Option<(Cache, Vec<u32>)>,
+        generated: usize,
+        budget: usize,
+        stats: &mut SpeculationStats,
+        costs: &mut Costs,
+        chosen: &mut Choice,
+    ) -> Result<Vec<Draft>> {
+        let mut drafts: Vec<Draft> = Vec::new();
+        let mut consumed = 0;
+        let result = (|| -> Result<()> {
+            if speculation.grammar_drafts && controls[0].active(generated) {
+                if let Some(m) = run.matcher.as_mut() {
+                    let forced = m.compute_ff_tokens();
+                    let take = forced.len().min(speculation.max_free).min(budget);
+                    let valid = m.validate_tokens(&forced[..take]).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
+                    m.consume_tokens(&forced[..valid]).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
+                    consumed += valid;
+                    drafts.extend(forced[..valid].iter().map(|&token| Draft {
+                        token,
+                        source: DraftSource::Grammar,
+                        q: None,
+                    }));
+                }
+            }
+            let room = budget - drafts.len();
+            if room == 0 {
+                return Ok(());
+            }
+            let mut context = run.tokens.clone();
+            context.extend(drafts.iter().map(|d| d.token));
+            let lookup_candidate = if speculation.lookup_drafts && controls[1].active(generated) {
+                drafting::lookup(&context, 2, 4, controls[1].k.min(room))
+            } else {
+                Vec::new()
+            };
+            let model_ready = speculation.model_drafts
+                && throttle.model_drafts
+                && self.draft.is_some()
+                && controls[2].active(generated);
+            // Among the sources that can draft now, the one whose recent steps produced tokens at
+            // the lowest cost — acceptance is what it buys, but a draft model that is right 80 %
+            // of the time still loses where verifying costs nearly a step per token.
+            let mut options = vec![Choice::Grammar];
+            if !lookup_candidate.is_empty() {
+                options.push(Choice::Lookup);
+            }
+            if model_ready {
+                options.push(Choice::Model);
+            }
+            let choice = if speculation.choose_by_cost {
+                costs.choose(&options, controls)
+            } else {
+                options.iter().copied().find(|c| *c != Choice::Grammar).unwrap_or(Choice::Grammar)
+            };
+            *chosen = choice;
+            if choice == Choice::Lookup {
+                let valid = match run.matcher.as_mut() {
+                    Some(m) => m.validate_tokens(&lookup_candidate).map_err(|e| anyhow::anyhow!("grammar: {e}"))?,
+                    None => lookup_candidate.len(),
+                };
+                let valid = lookup_candidate[..valid].iter().position(|t| run.stop_tokens.contains(t)).unwrap_or(valid);
+                drafts.extend(lookup_candidate[..valid].iter().map(|&token| Draft {
+                    token,
+                    source: DraftSource::Lookup,
+                    q: None,
+                }));
+            } else if choice == Choice::Model {
+                let k = controls[2].k.min(room);
+                consumed += self.draft_from_model(run, speculation, &context, k, draft_cache, &mut drafts, stats)?;
+            }
+            Ok(())
+        })();
+        if let Some(m) = run.matcher.as_mut() {
+            m.rollback(consumed).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
+        }
+        result?;
+        for d in &drafts {
+            stats.source_mut(d.source).proposed += 1;
+        }
+        Ok(drafts)
+    }
+
+    /// Runs the draft model greedily (or sampling, with its distribution kept for the
+    /// rejection rule) for up to `k` tokens after `context`. Returns how many tokens it fed
+    /// to the grammar matcher (the caller rolls them back).
+    #[allow(clippy::too_many_arguments)]
+    fn draft_from_model(
+        &self,
+        run: &mut Run,
+        speculation: &Speculation,
+        context: &[u32],
+        k: usize,
+        draft_cache: &mut Option<(Cache, Vec<u32>)>,
+        drafts: &mut Vec<Draft>,
+        stats: &mut SpeculationStats,
+    ) -> Result<usize> {
+        let model = self.draft.as_ref().expect("checked by the caller");
+        let vocab = model.config().vocab.min(self.target.config().vocab);
+        // The draft sees the latest `draft_context` tokens of the reply's context, from a fixed
+        // origin so its cache stays valid from step to step.
+        let origin = run.prompt_len.saturating_sub(speculation.draft_context);
+        if draft_cache.is_none() {
+            let capacity = (run.cache.capacity() - origin).max(16);
+            *draft_cache = Some((model.new_cache(capacity)?, Vec::new()));
+        }
+        let (cache, fed) = draft_cache.as_mut().expect("made above");
+        let wanted = &context[origin..];
+        // At least the last token is fed again: its logits start the draft.
+        let common = fed.iter().zip(wanted).take_while(|(a, b)| a == b).count().min(wanted.len() - 1);
+        fed.truncate(common);
+        cache.truncate(common);
+        let mut logits = model.forward(&wanted[common..], cache, wanted.len() - common - 1)?;
+        fed.extend_from_slice(&wanted[common..]);
+        stats.draft_model_steps += 1;
+        let temperature = speculation.draft_temperature.or(run.temperature);
+        let mut consumed = 0;
+        for j in 0..k {
+            if j > 0 {
+                let last = drafts.last().expect("a draft was pushed").token;
+                logits = model.forward(&[last], cache, 0)?;
+                fed.push(last);
+                stats.draft_model_steps += 1;
+            }
+            let mask = match next_mask(run)? {
+                Next::Free => None,
+                Next::Mask(mask) => Some(mask),
+                Next::Done => break,
+            };
+            let row = &logits[..vocab];
+            let p = probabilities(row, mask.as_ref(), temperature.unwrap_or(1.0));
+            let token = match temperature {
+                None => argmax(row, mask.as_ref()),
+                Some(_) => match sample(&p, &mut run.rng) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            let top = p.iter().cloned().fold(0.0f32, f32::max);
+            if top < speculation.min_draft_probability || run.stop_tokens.contains(&token) {
+                break;
+            }
+            // Sampled drafts keep their distribution for the rejection rule.
+            let q = temperature.is_some().then(|| pad(p, self.target.config().vocab));
+            if let Some(m) = run.matcher.as_mut() {
+                m.consume_token(token).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
+                consumed += 1;
+            }
+            drafts.push(Draft { token, source: DraftSource::Model, q });
+        }
+        Ok(consumed)
+    }
+}
+
+/// What may come next under the grammar.
+enum Next {
+    /// No grammar: any token.
+    Free,
+    Mask(SimpleVob),
+    /// The grammar is complete: only an end-of-reply token could follow.
+    Done,
+}
+
+fn next_mask(run: &mut Run) -> Result<Next> {
+    let Some(m) = run.matcher.as_mut() else { return Ok(Next::Free) };
+    if m.is_stopped() {
+        return Ok(Next::Done);
+    }
+    match m.compute_mask() {
+        Ok(mask) => {
+            let only_stop =
+                mask.num_set() <= run.stop_tokens.len() && mask.iter().all(|t| run.stop_tokens.contains(&t));
+            Ok(if only_stop { Next::Done } else { Next::Mask(mask) })
+        }
+        // The parser can find out it is finished while computing the mask.
+        Err(_) if m.is_stopped() => Ok(Next::Done),
+        Err(e) => Err(anyhow::anyhow!("grammar: {e}")),
+    }
+}
+
+fn pad(mut p: Vec<f32>, len: usize) -> Vec<f32> {
+    p.resize(len, 0.0);
+    p
+}
+
+fn per_second(tokens: usize, time: Duration) -> f32 {
+    let secs = time.as_secs_f32();
+    if secs > 0.0 {
+        tokens as f32 / secs
+    } else {
+        0.0
+    }
+}
