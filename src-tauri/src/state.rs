@@ -178,19 +178,7 @@ impl AppState {
             }),
         );
         drop(slot);
-        // The engine (its models, its key) goes with its last holder, and the memory it held
-        // back to the system (`Engine`'s drop). Work still holding it (a cancelled ingestion
-        // ending its file, the model still loading) lets go within moments: waited for, so an
-        // unlock right after never holds two engines.
-        if let EngineSlot::Ready(engine) = open {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while Arc::strong_count(&engine) > 1 && std::time::Instant::now() < deadline {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-            if Arc::strong_count(&engine) > 1 {
-                eprintln!("locked; the collection closes when the work still using it ends");
-            }
-        }
+        let_go(open).await;
     }
 
     /// Closes the collection for a repair of its files (refused while locked: the repair
@@ -202,7 +190,7 @@ impl AppState {
         cancel_job(&self.answer_cancel);
         let open = std::mem::replace(&mut *slot, EngineSlot::Opening);
         drop(slot);
-        drop(open);
+        let_go(open).await;
         Ok(())
     }
 
@@ -221,6 +209,21 @@ impl AppState {
             EngineSlot::Failed(why) => Err(anyhow::anyhow!("{why}")).context("the collection could not be opened"),
             EngineSlot::Locked(_) => anyhow::bail!("Quire is locked: unlock it first"),
         }
+    }
+}
+
+/// Lets go of the engine a slot held: it goes (its models, its key, and the memory they held,
+/// back to the system: `Engine`'s drop) with its last holder. Work still holding it (a cancelled
+/// ingestion ending its file, the model still loading) lets go within moments: waited for (up
+/// to 10 s), so the engine opened next (an unlock, a repair) is not the second one in memory.
+async fn let_go(slot: EngineSlot) {
+    let EngineSlot::Ready(engine) = slot else { return };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while Arc::strong_count(&engine) > 1 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    if Arc::strong_count(&engine) > 1 {
+        eprintln!("the collection closes when the work still using it ends");
     }
 }
 
