@@ -313,7 +313,6 @@ async function loadHistory() {
   }
 }
 
-/** The answer model picker: the installed models, the current one chosen; "Other file…" shows the path box. */
 /// The draft picker's first choice: no draft model (its value; a path is never empty).
 const NO_DRAFT = "none";
 
