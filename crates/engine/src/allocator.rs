@@ -25,3 +25,33 @@ pub fn return_freed_memory() {
         libc::malloc_trim(0);
     }
 }
+
+/// How many heaps (arenas) the allocator has made so far, where it can say (glibc): at most
+/// two once `settle` ran first.
+pub fn heap_count() -> Option<usize> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let mut buf: *mut libc::c_char = std::ptr::null_mut();
+        let mut len: libc::size_t = 0;
+        // SAFETY: `open_memstream` makes a stream that writes into a buffer it allocates;
+        // `malloc_info` writes its XML report there; after `fclose`, `buf` holds `len` bytes that
+        // are ours to read and free.
+        let report = unsafe {
+            let stream = libc::open_memstream(&mut buf, &mut len);
+            if stream.is_null() {
+                return None;
+            }
+            let written = libc::malloc_info(0, stream);
+            libc::fclose(stream);
+            let report = (!buf.is_null()).then(|| std::slice::from_raw_parts(buf as *const u8, len).to_vec());
+            libc::free(buf.cast());
+            if written != 0 {
+                return None;
+            }
+            report?
+        };
+        Some(String::from_utf8_lossy(&report).matches("<heap nr=").count())
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
+}
