@@ -42,6 +42,8 @@ pub use text::ChatText;
 pub use transformer::{open_gguf, Config, KvCache, Transformer};
 pub(crate) use weights::widened_to_q8_0;
 
+use speculator::Prefilled;
+
 pub struct Decoded {
     pub generation: Generation,
     pub tokens: Vec<u32>,
@@ -180,8 +182,8 @@ impl Decoder {
         let on_prompt = &mut |done, total| on_progress(Progress::Prompt { done, total });
         let (prompt, cache, reused) = self.prefill(request, speculation, on_prompt, &stop)?;
         let on_text = |piece: &str| on_progress(Progress::Text(piece));
-        let (mut decoded, cache) =
-            self.decode_from(request, &prompt, cache, started, speculation, seed, on_text, stop)?;
+        let prefilled = Prefilled { prompt: &prompt, cache, started };
+        let (mut decoded, cache) = self.decode_from(request, prefilled, speculation, seed, on_text, stop)?;
         reused_prompt(&mut decoded.generation.stats, reused);
         self.prompt_cache.keep(&prompt[..prompt.len() - 1], cache);
         Ok(decoded)
@@ -210,16 +212,8 @@ impl Decoder {
             // Each run's clock starts as if its prompt had just been processed.
             let run_started = Instant::now() - prompt_time;
             let run_seed = seed.wrapping_add(i as u64);
-            let (mut decoded, _) = self.decode_from(
-                request,
-                &prompt,
-                cache.clone(),
-                run_started,
-                speculation,
-                run_seed,
-                |_| {},
-                || false,
-            )?;
+            let prefilled = Prefilled { prompt: &prompt, cache: cache.clone(), started: run_started };
+            let (mut decoded, _) = self.decode_from(request, prefilled, speculation, run_seed, |_| {}, || false)?;
             reused_prompt(&mut decoded.generation.stats, reused);
             out.push(decoded);
         }

@@ -37,19 +37,24 @@ struct Run {
     stop_tokens: Vec<u32>,
 }
 
+/// A processed prompt, ready for its reply: the tokens, their cache, and when the request began.
+pub(super) struct Prefilled<'p> {
+    pub prompt: &'p [u32],
+    pub cache: Cache,
+    pub started: Instant,
+}
+
 impl Decoder {
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn decode_from(
         &self,
         request: &GenerationRequest,
-        prompt: &[u32],
-        cache: Cache,
-        started: Instant,
+        prefilled: Prefilled<'_>,
         speculation: &Speculation,
         seed: u64,
         mut on_text: impl FnMut(&str),
         stop: impl Fn() -> bool,
     ) -> Result<(Decoded, Cache)> {
+        let Prefilled { prompt, cache, started } = prefilled;
         let prompt_done = started.elapsed();
         let matcher = match &request.schema {
             Some(schema) => {
@@ -115,17 +120,7 @@ impl Decoder {
         on_step: &mut dyn FnMut(&Run) -> Result<bool>,
     ) -> Result<String> {
         let vocab = self.target.config().vocab;
-        // Grammar drafts start at full length (they are almost always right); lookup and model
-        // drafts start short and grow with acceptance: a rejected token costs a token's compute.
-        let mut controls = [
-            drafting::SourceControl::new(speculation.window, speculation.max_free, speculation.max_free),
-            drafting::SourceControl::new(speculation.window, speculation.initial_k, speculation.max_free),
-            drafting::SourceControl::new(speculation.window, speculation.initial_k, speculation.max_k),
-        ];
-        let mut power = PowerState::UNKNOWN;
-        let mut throttle = Throttle::for_state(power);
-        let mut draft_cache: Option<(Cache, Vec<u32>)> = None;
-        let mut costs = Costs::default();
+        let mut speculator = Speculator::new(self, speculation, stats);
         let mut pending = *run.tokens.last().expect("prompt is not empty");
         // Where wider passes would change a token's logits, no more drafts than fit one.
         let widest = self.target.widest_verify().unwrap_or(usize::MAX);
@@ -135,12 +130,7 @@ impl Decoder {
             if generated >= max_tokens {
                 return Ok("length".into());
             }
-            if speculation.enabled && speculation.respect_thermal && stats.verify_steps.is_multiple_of(32) {
-                power = PowerState::read();
-                throttle = Throttle::for_state(power);
-                stats.power = Some(power);
-                controls[2].set_max_k(speculation.max_k / throttle.max_k_divisor);
-            }
+            speculator.follow_power();
             let mask0 = match next_mask(run)? {
                 Next::Done => return Ok("stop".into()),
                 Next::Free => None,
@@ -149,30 +139,14 @@ impl Decoder {
 
             let budget = (max_tokens - generated - 1).min(widest - 1);
             let step_started = Instant::now();
-            let mut choice = Choice::Grammar;
-            let drafts = if speculation.enabled && throttle.free_drafts && budget > 0 {
-                self.propose(
-                    run,
-                    speculation,
-                    &mut controls,
-                    throttle,
-                    &mut draft_cache,
-                    generated,
-                    budget,
-                    stats,
-                    &mut costs,
-                    &mut choice,
-                )?
-            } else {
-                Vec::new()
-            };
+            let (drafts, choice) = speculator.propose(run, generated, budget)?;
 
             let mut input = Vec::with_capacity(drafts.len() + 1);
             input.push(pending);
             input.extend(drafts.iter().map(|d| d.token));
             let base = run.cache.len();
             let logits = self.target.forward(&input, &mut run.cache, 0)?;
-            stats.verify_steps += 1;
+            speculator.stats.verify_steps += 1;
 
             let mut accepted = 0;
             let mut mask = mask0;
@@ -228,7 +202,7 @@ impl Decoder {
                     Ok(()) => {
                         let d = &drafts[i];
                         accepted += 1;
-                        stats.source_mut(d.source).accepted += 1;
+                        speculator.stats.source_mut(d.source).accepted += 1;
                         if self.take(run, d.token)? {
                             run.cache.truncate(base + 1 + accepted);
                             on_step(run)?;
@@ -241,19 +215,8 @@ impl Decoder {
                     }
                 }
             }
-            // Per-source outcomes: drafts are grouped by source in proposal order.
-            for (index, source) in SOURCES.iter().enumerate() {
-                let Some(first) = drafts.iter().position(|d| d.source == *source) else { continue };
-                if accepted < first {
-                    continue; // rejected before this source's drafts were reached
-                }
-                let proposed = drafts.iter().filter(|d| d.source == *source).count();
-                let taken = (accepted - first).min(proposed);
-                controls[index].update(proposed, taken, generated, speculation.fallback_below, speculation.probe_after);
-                stats.source_mut(*source).pauses = controls[index].pauses;
-            }
             run.cache.truncate(base + 1 + accepted);
-            costs.record(choice, step_started.elapsed().as_secs_f32(), accepted + 1);
+            speculator.record(&drafts, accepted, generated, choice, step_started.elapsed());
             let token = next.expect("a verify step always yields a token");
             let ended = self.take(run, token)?;
             if !on_step(run)? {
@@ -278,27 +241,84 @@ impl Decoder {
         }
         Ok(false)
     }
+}
+
+/// The speculation of one reply: each draft source's control (its draft length, its pauses),
+/// the power throttle, the draft model's cache, the measured cost per source, and the stats it
+/// reports.
+struct Speculator<'d> {
+    decoder: &'d Decoder,
+    settings: &'d Speculation,
+    /// By source, in `SOURCES` order: grammar, lookup, model.
+    controls: [drafting::SourceControl; 3],
+    throttle: Throttle,
+    draft_cache: Option<(Cache, Vec<u32>)>,
+    costs: Costs,
+    stats: &'d mut SpeculationStats,
+}
+
+impl<'d> Speculator<'d> {
+    fn new(decoder: &'d Decoder, settings: &'d Speculation, stats: &'d mut SpeculationStats) -> Self {
+        // Grammar drafts start at full length (they are almost always right); lookup and model
+        // drafts start short and grow with acceptance: a rejected token costs a token's compute.
+        let controls = [
+            drafting::SourceControl::new(settings.window, settings.max_free, settings.max_free),
+            drafting::SourceControl::new(settings.window, settings.initial_k, settings.max_free),
+            drafting::SourceControl::new(settings.window, settings.initial_k, settings.max_k),
+        ];
+        Speculator {
+            decoder,
+            settings,
+            controls,
+            throttle: Throttle::for_state(PowerState::UNKNOWN),
+            draft_cache: None,
+            costs: Costs::default(),
+            stats,
+        }
+    }
+
+    /// Every 32 verify steps, reads the machine's power state and throttles drafting by it.
+    fn follow_power(&mut self) {
+        let s = self.settings;
+        if s.enabled && s.respect_thermal && self.stats.verify_steps.is_multiple_of(32) {
+            let power = PowerState::read();
+            self.throttle = Throttle::for_state(power);
+            self.stats.power = Some(power);
+            self.controls[2].set_max_k(s.max_k / self.throttle.max_k_divisor);
+        }
+    }
+
+    /// After a verify step that kept `accepted` drafts: each source's outcome (drafts are
+    /// grouped by source in proposal order) and what the step cost.
+    fn record(&mut self, drafts: &[Draft], accepted: usize, generated: usize, choice: Choice, took: Duration) {
+        for (index, source) in SOURCES.iter().enumerate() {
+            let Some(first) = drafts.iter().position(|d| d.source == *source) else { continue };
+            if accepted < first {
+                continue; // rejected before this source's drafts were reached
+            }
+            let proposed = drafts.iter().filter(|d| d.source == *source).count();
+            let taken = (accepted - first).min(proposed);
+            let s = self.settings;
+            self.controls[index].update(proposed, taken, generated, s.fallback_below, s.probe_after);
+            self.stats.source_mut(*source).pauses = self.controls[index].pauses;
+        }
+        self.costs.record(choice, took.as_secs_f32(), accepted + 1);
+    }
 
     /// Drafts for the step after `run.tokens`: first what the grammar forces, then from the
-    /// prompt lookup or the draft model, whichever has accepted more of late.
-    #[allow(clippy::too_many_arguments)]
-    fn propose(
-        &self,
-        run: &mut Run,
-        speculation: &Speculation,
-        controls: &mut [drafting::SourceControl; 3],
-        throttle: Throttle,
-        draft_cache: &mut Option<(Cache, Vec<u32>)>,
-        generated: usize,
-        budget: usize,
-        stats: &mut SpeculationStats,
-        costs: &mut Costs,
-        chosen: &mut Choice,
-    ) -> Result<Vec<Draft>> {
+    /// prompt lookup or the draft model, whichever has produced tokens at the lower cost of
+    /// late; none where speculation is off or throttled, or no token is left to draft. With
+    /// them, the source the step's cost is recorded under.
+    fn propose(&mut self, run: &mut Run, generated: usize, budget: usize) -> Result<(Vec<Draft>, Choice)> {
+        let mut chosen = Choice::Grammar;
+        if !(self.settings.enabled && self.throttle.free_drafts && budget > 0) {
+            return Ok((Vec::new(), chosen));
+        }
+        let speculation = self.settings;
         let mut drafts: Vec<Draft> = Vec::new();
         let mut consumed = 0;
         let result = (|| -> Result<()> {
-            if speculation.grammar_drafts && controls[0].active(generated) {
+            if speculation.grammar_drafts && self.controls[0].active(generated) {
                 if let Some(m) = run.matcher.as_mut() {
                     let forced = m.compute_ff_tokens();
                     let take = forced.len().min(speculation.max_free).min(budget);
@@ -318,15 +338,15 @@ impl Decoder {
             }
             let mut context = run.tokens.clone();
             context.extend(drafts.iter().map(|d| d.token));
-            let lookup_candidate = if speculation.lookup_drafts && controls[1].active(generated) {
-                drafting::lookup(&context, 2, 4, controls[1].k.min(room))
+            let lookup_candidate = if speculation.lookup_drafts && self.controls[1].active(generated) {
+                drafting::lookup(&context, 2, 4, self.controls[1].k.min(room))
             } else {
                 Vec::new()
             };
             let model_ready = speculation.model_drafts
-                && throttle.model_drafts
-                && self.draft.is_some()
-                && controls[2].active(generated);
+                && self.throttle.model_drafts
+                && self.decoder.draft.is_some()
+                && self.controls[2].active(generated);
             // Among the sources that can draft now, the one whose recent steps produced tokens at
             // the lowest cost — acceptance is what it buys, but a draft model that is right 80 %
             // of the time still loses where verifying costs nearly a step per token.
@@ -338,11 +358,11 @@ impl Decoder {
                 options.push(Choice::Model);
             }
             let choice = if speculation.choose_by_cost {
-                costs.choose(&options, controls)
+                self.costs.choose(&options, &self.controls)
             } else {
                 options.iter().copied().find(|c| *c != Choice::Grammar).unwrap_or(Choice::Grammar)
             };
-            *chosen = choice;
+            chosen = choice;
             if choice == Choice::Lookup {
                 let valid = match run.matcher.as_mut() {
                     Some(m) => m.validate_tokens(&lookup_candidate).map_err(|e| anyhow::anyhow!("grammar: {e}"))?,
@@ -355,8 +375,8 @@ impl Decoder {
                     q: None,
                 }));
             } else if choice == Choice::Model {
-                let k = controls[2].k.min(room);
-                consumed += self.draft_from_model(run, speculation, &context, k, draft_cache, &mut drafts, stats)?;
+                let k = self.controls[2].k.min(room);
+                consumed += self.draft_from_model(run, &context, k, &mut drafts)?;
             }
             Ok(())
         })();
@@ -365,35 +385,27 @@ impl Decoder {
         }
         result?;
         for d in &drafts {
-            stats.source_mut(d.source).proposed += 1;
+            self.stats.source_mut(d.source).proposed += 1;
         }
-        Ok(drafts)
+        Ok((drafts, chosen))
     }
 
     /// Runs the draft model greedily (or sampling, with its distribution kept for the
     /// rejection rule) for up to `k` tokens after `context`. Returns how many tokens it fed
     /// to the grammar matcher (the caller rolls them back).
-    #[allow(clippy::too_many_arguments)]
-    fn draft_from_model(
-        &self,
-        run: &mut Run,
-        speculation: &Speculation,
-        context: &[u32],
-        k: usize,
-        draft_cache: &mut Option<(Cache, Vec<u32>)>,
-        drafts: &mut Vec<Draft>,
-        stats: &mut SpeculationStats,
-    ) -> Result<usize> {
-        let model = self.draft.as_ref().expect("checked by the caller");
-        let vocab = model.config().vocab.min(self.target.config().vocab);
+    fn draft_from_model(&mut self, run: &mut Run, context: &[u32], k: usize, drafts: &mut Vec<Draft>) -> Result<usize> {
+        let speculation = self.settings;
+        let target_vocab = self.decoder.target.config().vocab;
+        let model = self.decoder.draft.as_ref().expect("checked by the caller");
+        let vocab = model.config().vocab.min(target_vocab);
         // The draft sees the latest `draft_context` tokens of the reply's context, from a fixed
         // origin so its cache stays valid from step to step.
         let origin = run.prompt_len.saturating_sub(speculation.draft_context);
-        if draft_cache.is_none() {
+        if self.draft_cache.is_none() {
             let capacity = (run.cache.capacity() - origin).max(16);
-            *draft_cache = Some((model.new_cache(capacity)?, Vec::new()));
+            self.draft_cache = Some((model.new_cache(capacity)?, Vec::new()));
         }
-        let (cache, fed) = draft_cache.as_mut().expect("made above");
+        let (cache, fed) = self.draft_cache.as_mut().expect("made above");
         let wanted = &context[origin..];
         // At least the last token is fed again: its logits start the draft.
         let common = fed.iter().zip(wanted).take_while(|(a, b)| a == b).count().min(wanted.len() - 1);
@@ -401,7 +413,7 @@ impl Decoder {
         cache.truncate(common);
         let mut logits = model.forward(&wanted[common..], cache, wanted.len() - common - 1)?;
         fed.extend_from_slice(&wanted[common..]);
-        stats.draft_model_steps += 1;
+        self.stats.draft_model_steps += 1;
         let temperature = speculation.draft_temperature.or(run.temperature);
         let mut consumed = 0;
         for j in 0..k {
@@ -409,7 +421,7 @@ impl Decoder {
                 let last = drafts.last().expect("a draft was pushed").token;
                 logits = model.forward(&[last], cache, 0)?;
                 fed.push(last);
-                stats.draft_model_steps += 1;
+                self.stats.draft_model_steps += 1;
             }
             let mask = match next_mask(run)? {
                 Next::Free => None,
@@ -430,7 +442,7 @@ impl Decoder {
                 break;
             }
             // Sampled drafts keep their distribution for the rejection rule.
-            let q = temperature.is_some().then(|| pad(p, self.target.config().vocab));
+            let q = temperature.is_some().then(|| pad(p, target_vocab));
             if let Some(m) = run.matcher.as_mut() {
                 m.consume_token(token).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
                 consumed += 1;
