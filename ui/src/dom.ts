@@ -1,4 +1,6 @@
 // Builds elements without innerHTML, so document text can never become markup.
+import { errorText } from "./api";
+
 export function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
   props: { className?: string; text?: string; attrs?: Record<string, string> } = {},
@@ -16,4 +18,16 @@ export function byId<T extends HTMLElement = HTMLElement>(id: string): T {
   const e = document.getElementById(id);
   if (!e) throw new Error(`missing #${id}`);
   return e as T;
+}
+
+/// Wraps an action so that its failure is said in `where`, which is emptied each time it runs.
+export function sayingErrorsIn(where: HTMLElement) {
+  return (action: () => Promise<unknown>) => async () => {
+    where.textContent = "";
+    try {
+      await action();
+    } catch (e) {
+      where.textContent = errorText(e);
+    }
+  };
 }

@@ -1,12 +1,7 @@
 //! `quire`: the command line over the engine (ingest, watch, ask, search, list, remove, models,
 //! bench, eval, key).
 
-mod bench;
-mod bench_inputs;
-mod embed_bench;
-mod eval;
-mod speculative;
-mod ttft;
+mod terminal;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,6 +10,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+
+use terminal::{head, location, one_line, short, shown, shown_text, tail};
 
 use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, JobState, SearchMode};
 
@@ -112,11 +109,11 @@ enum Command {
         action: Option<ModelsAction>,
     },
     /// Measure embedding throughput, search latency and decode speed.
-    Bench(bench::BenchArgs),
+    Bench(quire_bench::BenchArgs),
     /// Measure quality: retrieval metrics on a BEIR-format dataset.
     Eval {
         #[command(subcommand)]
-        what: eval::EvalCommand,
+        what: quire_bench::EvalCommand,
     },
     /// Serve an OpenAI-compatible API on 127.0.0.1 for other local tools (`POST
     /// /v1/chat/completions`, `GET /v1/models`), each request with the bearer token that
@@ -180,8 +177,8 @@ impl From<Mode> for SearchMode {
 
 fn main() -> ExitCode {
     // When started as a loader child process, this loads one file and exits.
-    quire_ingest::isolate::serve_if_worker();
-    quire_ingest::quiet_parser_panics();
+    quire_engine::serve_if_worker();
+    quire_engine::quiet_parser_panics();
     quire_engine::quiet_caught_panics();
     let cli = Cli::parse();
     if let Some(home) = &cli.home {
@@ -196,9 +193,20 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", shown_text(&quire_engine::health::explained(&e)));
+            eprintln!("error: {}", shown_text(&said(&e)));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// An error as the command line says it: the engine's words, and for a missing model the
+/// command that fetches it.
+fn said(e: &anyhow::Error) -> String {
+    let text = quire_engine::health::explained(e);
+    match e.downcast_ref::<quire_engine::MissingModel>().map(|m| m.known) {
+        Some(Some(model)) => format!("{text}; run `quire models fetch {}` to fetch it", model.name),
+        Some(None) => format!("{text}: check the path, or run `quire models fetch` for the defaults"),
+        None => text,
     }
 }
 
@@ -251,10 +259,10 @@ async fn run(command: Command) -> Result<ExitCode> {
             config.top_k = top_k.unwrap_or(config.top_k);
             config.max_answer_tokens = max_tokens.unwrap_or(config.max_answer_tokens);
             if let Some(m) = model {
-                config.llm_path = resolve_model(&m)?;
+                config.llm_path = quire_models::resolve(&m)?;
             }
             if let Some(d) = draft {
-                config.draft_path = Some(resolve_model(&d)?);
+                config.draft_path = Some(quire_models::resolve(&d)?);
             }
             ask(config, &question, json).await
         }
@@ -289,13 +297,13 @@ async fn run(command: Command) -> Result<ExitCode> {
             Ok(if missing == 0 { ExitCode::SUCCESS } else { ExitCode::from(SOME_FILES_FAILED) })
         }
         Command::Models { action } => models(action.unwrap_or(ModelsAction::List)),
-        Command::Bench(args) => bench::run(args).await.map(|_| ExitCode::SUCCESS),
-        Command::Eval { what } => eval::run(what).await.map(|_| ExitCode::SUCCESS),
+        Command::Bench(args) => quire_bench::bench(args).await.map(|_| ExitCode::SUCCESS),
+        Command::Eval { what } => quire_bench::eval(what).await.map(|_| ExitCode::SUCCESS),
         Command::Key { action } => key(action).await,
         Command::Serve { port, model } => {
             let mut config = EngineConfig::from_home()?;
             if let Some(m) = model {
-                config.llm_path = resolve_model(&m)?;
+                config.llm_path = quire_models::resolve(&m)?;
             }
             serve(config, port).await
         }
@@ -387,14 +395,6 @@ fn backup_passphrase() -> Result<quire_engine::Secret> {
     let line = line.trim_end_matches(['\r', '\n']);
     anyhow::ensure!(!line.is_empty(), "no backup passphrase given (set QUIRE_BACKUP_PASSPHRASE or type one)");
     Ok(quire_engine::Secret::new(line))
-}
-
-fn resolve_model(name_or_path: &str) -> Result<PathBuf> {
-    let path = PathBuf::from(name_or_path);
-    if path.extension().is_some_and(|e| e == "gguf") {
-        return Ok(path);
-    }
-    quire_models::find(name_or_path)?.location()
 }
 
 async fn ingest(paths: Vec<PathBuf>, stats: bool, follow_links: bool) -> Result<ExitCode> {
@@ -702,7 +702,7 @@ fn models(action: ModelsAction) -> Result<ExitCode> {
         ModelsAction::List => {
             println!("models folder: {}", quire_models::models_dir()?.display());
             // Where Quire's decoder would run the answer model (qwen2 and llama) in this build.
-            let placement = quire_llm::decoder::Placement::best();
+            let placement = quire_engine::Placement::best();
             let gpu_memory = placement.gpu_memory().map_or_else(String::new, |(free, total)| {
                 format!(" ({:.1} GB free of {:.1} GB)", free as f64 / 1e9, total as f64 / 1e9)
             });
@@ -751,64 +751,4 @@ fn models(action: ModelsAction) -> Result<ExitCode> {
             Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
-}
-
-fn location(path: &str, page: Option<u32>) -> String {
-    match page {
-        Some(p) => format!("{}, page {p}", shown(path)),
-        None => shown(path),
-    }
-}
-
-fn short(path: &str) -> String {
-    shown(&std::path::Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
-}
-
-fn one_line(text: &str, max_chars: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    shown(head(&flat, max_chars))
-}
-
-/// A name (or any one-line text from a file, a folder or a document) as it is safe to print on
-/// a terminal: control characters, line breaks included, and the marks that reorder text shown
-/// escaped (`\u{1b}`, `\n`), not obeyed. A file named with ESC sequences could otherwise clear
-/// the screen or retitle the window, and one with a newline could forge a line of the report.
-fn shown(text: &str) -> String {
-    escaped(text, false)
-}
-
-/// As `shown`, keeping line breaks and tabs: for text that runs over lines (an answer).
-fn shown_text(text: &str) -> String {
-    escaped(text, true)
-}
-
-fn escaped(text: &str, keep_lines: bool) -> String {
-    let reorders = |c: char| matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if keep_lines && matches!(c, '\n' | '\t') {
-            out.push(c);
-        } else if c.is_control() || reorders(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn head(s: &str, max_chars: usize) -> &str {
-    match s.char_indices().nth(max_chars) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
-
-fn tail(s: &str, max_chars: usize) -> &str {
-    let n = s.chars().count();
-    if n <= max_chars {
-        return s;
-    }
-    let (i, _) = s.char_indices().nth(n - max_chars).expect("in range");
-    &s[i..]
 }

@@ -48,9 +48,11 @@ pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, Ingest
 pub use jobs::{Job, JobState};
 pub use keys::import_key_backup;
 pub use memory::MemoryBudget;
+pub use models::{missing_models, MissingModel, ModelUse};
 pub use notices::take as take_notices;
 pub use quire_index::{DocumentRecord, SearchHit, SearchMode};
-pub use quire_ingest::isolate::Isolation;
+pub use quire_ingest::isolate::{serve_if_worker, Isolation};
+pub use quire_ingest::{is_supported, quiet_parser_panics};
 pub use quire_llm::decoder::Placement;
 pub use quire_llm::ModelFootprint;
 pub use quire_vault::{api_token, write_private, KeyAccess, KeyInfo, KeyStore, Secret, Vault, VaultError};
@@ -98,8 +100,8 @@ impl Engine {
     /// knowledge base; the answer model loads on first use. Data an interrupted key rotation (or
     /// an older, unencrypted Quire) left is resealed before this returns.
     pub async fn open(config: EngineConfig) -> Result<Engine> {
-        if !config.embedder_dir.join("model.safetensors").is_file() {
-            return Err(models::missing_model(&config.embedder_dir));
+        if let Some(missing) = models::missing_models(&config).into_iter().find(|m| m.used_as == ModelUse::Embedder) {
+            return Err(missing.into());
         }
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create the data folder {}", config.data_dir.display()))?;

@@ -1,7 +1,8 @@
 //! The answer model: loaded on first use (with its draft model), what it and the rest take in
-//! memory, and the error that says how to get a model that is missing.
+//! memory, and the models a configuration uses that are missing.
 
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use anyhow::Result;
@@ -9,7 +10,7 @@ use anyhow::Result;
 use quire_llm::decoder::Placement;
 use quire_llm::Llm;
 
-use crate::{answer, context, memory, Engine, MemoryBudget};
+use crate::{answer, context, memory, Engine, EngineConfig, MemoryBudget};
 
 impl Engine {
     /// Whether the answer model is in memory (it loads on first use of `llm`).
@@ -59,11 +60,11 @@ impl Engine {
     pub async fn llm(&self) -> Result<&Llm> {
         self.llm
             .get_or_try_init(|| async {
-                if !self.config.llm_path.is_file() {
-                    return Err(missing_model(&self.config.llm_path));
+                if !installed(ModelUse::Answer, &self.config.llm_path) {
+                    return Err(MissingModel::at(ModelUse::Answer, &self.config.llm_path).into());
                 }
-                if let Some(draft) = self.config.draft_path.as_deref().filter(|d| !d.is_file()) {
-                    return Err(missing_model(draft));
+                if let Some(draft) = self.config.draft_path.as_deref().filter(|d| !installed(ModelUse::Draft, d)) {
+                    return Err(MissingModel::at(ModelUse::Draft, draft).into());
                 }
                 let before = memory::MemoryReading::now().process_rss_bytes;
                 self.rss_before_llm.store(before, Ordering::SeqCst);
@@ -87,12 +88,79 @@ impl Engine {
     }
 }
 
-pub(crate) fn missing_model(path: &Path) -> anyhow::Error {
-    match quire_models::known_at(path) {
-        Some(m) => quire_models::missing_model_error(m),
-        None => anyhow::anyhow!(
-            "no model at {}: check the path, or run `quire models fetch` for the defaults",
-            path.display()
-        ),
+/// What a model is used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelUse {
+    Embedder,
+    Answer,
+    Draft,
+}
+
+impl ModelUse {
+    /// As a person reads it: "embedding model", "answer model", "draft model".
+    pub fn describe(self) -> &'static str {
+        match self {
+            ModelUse::Embedder => "embedding model",
+            ModelUse::Answer => "answer model",
+            ModelUse::Draft => "draft model",
+        }
     }
+}
+
+/// A model the configuration uses that is not installed: what for, where it was looked for,
+/// and the known model that belongs there (fetchable from its registry package), if one does.
+/// An error of its own, which says what is missing and leaves the remedy to the front end: the
+/// command line names its command, the app offers its Download button.
+#[derive(Debug, Clone)]
+pub struct MissingModel {
+    pub used_as: ModelUse,
+    pub path: PathBuf,
+    pub known: Option<&'static quire_models::KnownModel>,
+}
+
+impl fmt::Display for MissingModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.known {
+            Some(m) => write!(
+                f,
+                "the {} {} is not installed (expected at {})",
+                self.used_as.describe(),
+                m.name,
+                self.path.display()
+            ),
+            None => write!(f, "there is no {} at {}", self.used_as.describe(), self.path.display()),
+        }
+    }
+}
+
+impl std::error::Error for MissingModel {}
+
+impl MissingModel {
+    fn at(used_as: ModelUse, path: &Path) -> MissingModel {
+        MissingModel { used_as, path: path.to_path_buf(), known: quire_models::known_at(path) }
+    }
+}
+
+/// Whether the model `used_as` is at `path`: an embedder is a folder with its weights, the
+/// others one GGUF file.
+fn installed(used_as: ModelUse, path: &Path) -> bool {
+    match used_as {
+        ModelUse::Embedder => path.join("model.safetensors").is_file(),
+        ModelUse::Answer | ModelUse::Draft => path.is_file(),
+    }
+}
+
+/// The models `config` uses that are not installed: the embedder, the answer model, the draft
+/// model if one is set, in that order.
+pub fn missing_models(config: &EngineConfig) -> Vec<MissingModel> {
+    let used = [
+        (ModelUse::Embedder, Some(config.embedder_dir.as_path())),
+        (ModelUse::Answer, Some(config.llm_path.as_path())),
+        (ModelUse::Draft, config.draft_path.as_deref()),
+    ];
+    used.into_iter()
+        .filter_map(|(used_as, path)| Some((used_as, path?)))
+        .filter(|(used_as, path)| !installed(*used_as, path))
+        .map(|(used_as, path)| MissingModel::at(used_as, path))
+        .collect()
 }

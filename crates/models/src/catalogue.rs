@@ -206,6 +206,16 @@ pub fn find(name: &str) -> Result<&'static KnownModel> {
     })
 }
 
+/// A model named on the command line: a GGUF file's path as it is, else a known model's name
+/// (its place in the models folder).
+pub fn resolve(name_or_path: &str) -> Result<PathBuf> {
+    let path = PathBuf::from(name_or_path);
+    if path.extension().is_some_and(|e| e == "gguf") {
+        return Ok(path);
+    }
+    find(name_or_path)?.location()
+}
+
 /// The error to show when a model file is missing, naming the command that fetches it.
 pub fn missing_model_error(model: &KnownModel) -> anyhow::Error {
     anyhow::anyhow!(

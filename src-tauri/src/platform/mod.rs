@@ -32,7 +32,7 @@ pub fn open_document(path: &Path, page: Option<u32>) -> Result<Opened> {
     })?;
     anyhow::ensure!(meta.is_file(), "{} is no longer a regular file; it is not opened", path.display());
     anyhow::ensure!(
-        quire_ingest::is_supported(path),
+        quire_engine::is_supported(path),
         "{} is not a document kind Quire indexes; it is not opened",
         path.display()
     );

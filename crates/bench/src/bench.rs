@@ -210,7 +210,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
 
     // 3. Decode speed of the answer model.
     if args.model != "none" {
-        let path = crate::resolve_model(&args.model)?;
+        let path = quire_models::resolve(&args.model)?;
         let t = Instant::now();
         let llm = Llm::load(&path).await?;
         println!("model {} ({}): loaded in {:.1} s", path.display(), llm.describe(), t.elapsed().as_secs_f64());

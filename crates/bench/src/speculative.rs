@@ -129,10 +129,10 @@ struct ModeFigures {
 pub async fn run(args: SpeculativeArgs) -> Result<()> {
     let cases = load_answer_set(&args.questions)?;
     let mut config = EngineConfig::from_home()?;
-    config.llm_path = crate::resolve_model(&args.model)?;
+    config.llm_path = quire_models::resolve(&args.model)?;
     config.draft_path = match args.draft.as_str() {
         "none" => None,
-        d => Some(crate::resolve_model(d)?),
+        d => Some(quire_models::resolve(d)?),
     };
     let modes: Vec<(String, Speculation)> =
         args.modes.iter().map(|m| Ok((m.clone(), mode(m, config.draft_path.is_some())?))).collect::<Result<_>>()?;

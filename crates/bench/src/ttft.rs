@@ -50,7 +50,7 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     let cases: Vec<_> = load_answer_set(&args.questions)?.into_iter().take(args.limit).collect();
     anyhow::ensure!(cases.len() >= 2, "give at least 2 questions (--limit)");
     let mut config = EngineConfig::from_home()?;
-    config.llm_path = crate::resolve_model(&args.model)?;
+    config.llm_path = quire_models::resolve(&args.model)?;
     let model_path = config.llm_path.clone();
     config.draft_path = None;
     config.focus_tokens = (args.focus_tokens > 0).then_some(args.focus_tokens);

@@ -1,0 +1,108 @@
+import type { AppStatus } from "./api";
+import { DocumentList, ProblemsBanner, REMOVE_ASKS_MS } from "./library";
+
+const doc = (docId: string, path: string): AppStatus["documents"][number] => ({
+  doc_id: docId, path, kind: "markdown", content_hash: "", bytes: 10, pages: 2, chunks: 1, ingested_at_ms: 0, modified_ms: 0,
+});
+
+describe("the documents list", () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  const setUp = () => {
+    const root = document.createElement("ul");
+    const removed: string[] = [];
+    const list = new DocumentList(root, async (id) => void removed.push(id));
+    const docs = [doc("a", "/notes/a.md"), doc("b", "/papers/b.pdf")];
+    list.render(docs);
+    const button = (i: number) => root.querySelectorAll("button")[i] as HTMLButtonElement;
+    return { root, removed, list, docs, button };
+  };
+
+  it("names each document with its pages and passages", () => {
+    const { root } = setUp();
+    expect([...root.querySelectorAll("li")].map((l) => l.textContent)).toEqual([
+      "a.md2 pages · 1 passageRemove",
+      "b.pdf2 pages · 1 passageRemove",
+    ]);
+    expect(root.querySelector("li")!.title).toBe("/notes/a.md");
+  });
+
+  it("removes on the second click only, and the question survives the list being drawn again", () => {
+    const { removed, list, docs, button } = setUp();
+    button(0).click();
+    expect(removed).toEqual([]);
+    expect(button(0).textContent).toBe("Remove?");
+    list.render(docs); // a status change meanwhile
+    expect(button(0).textContent).toBe("Remove?");
+    expect(button(1).textContent).toBe("Remove");
+    button(0).click();
+    expect(removed).toEqual(["a"]);
+  });
+
+  it("takes the question back after a few seconds, and when another document is asked about", () => {
+    const { removed, button } = setUp();
+    button(0).click();
+    vi.advanceTimersByTime(REMOVE_ASKS_MS);
+    expect(button(0).textContent).toBe("Remove");
+    button(0).click(); // asks again, does not remove
+    expect(removed).toEqual([]);
+    button(1).click();
+    expect(button(0).textContent).toBe("Remove");
+    expect(button(1).textContent).toBe("Remove?");
+    button(1).click();
+    expect(removed).toEqual(["b"]);
+  });
+});
+
+describe("the problems banner", () => {
+  const setUp = (fetchModels: () => Promise<string[]>) => {
+    const box = document.createElement("div");
+    const calls: string[] = [];
+    const banner = new ProblemsBanner(box, {
+      fetchModels,
+      fetched: async () => void calls.push("fetched"),
+      repair: () => void calls.push("repair"),
+    });
+    return { box, banner, calls };
+  };
+
+  it("is hidden with nothing wrong, and offers a repair where the files are damaged", () => {
+    const { box, banner, calls } = setUp(async () => []);
+    banner.show([]);
+    expect(box.hidden).toBe(true);
+    banner.show(["The library is damaged: run `quire repair`.", "The disk is nearly full."]);
+    expect(box.hidden).toBe(false);
+    const buttons = box.querySelectorAll("button");
+    expect(buttons).toHaveLength(1);
+    expect(buttons[0].textContent).toBe("Check and repair the library…");
+    buttons[0].click();
+    expect(calls).toEqual(["repair"]);
+  });
+
+  it("downloads the missing models when asked, says so while it runs, then what it installed", async () => {
+    let finish: (names: string[]) => void = () => {};
+    const { box, banner, calls } = setUp(() => new Promise((resolve) => (finish = resolve)));
+    banner.show(["The answer model is not installed."], ["qwen2.5-coder-1.5b"]);
+    const button = () => box.querySelector<HTMLButtonElement>("#fetch-models-button")!;
+    expect(button().textContent).toBe("Download qwen2.5-coder-1.5b");
+    button().click();
+    expect(button().textContent).toBe("Downloading…");
+    expect(button().disabled).toBe(true);
+    banner.fetchProgress("qwen2.5-coder-1.5b: 40 %");
+    expect(box.querySelector("#fetch-progress")!.textContent).toBe("qwen2.5-coder-1.5b: 40 %");
+    finish(["qwen2.5-coder-1.5b"]);
+    await vi.waitFor(() => expect(calls).toEqual(["fetched"]));
+    banner.show([], []);
+    expect(box.hidden).toBe(true);
+  });
+
+  it("says why a download failed", async () => {
+    const { box, banner, calls } = setUp(() => Promise.reject("no network: connect to the internet and try again"));
+    banner.show(["The answer model is not installed."], ["m"]);
+    box.querySelector<HTMLButtonElement>("#fetch-models-button")!.click();
+    await vi.waitFor(() => expect(calls).toEqual(["fetched"]));
+    banner.show(["The answer model is not installed."], ["m"]);
+    expect(box.querySelector("#fetch-progress")!.textContent).toBe("no network: connect to the internet and try again");
+  });
+});

@@ -1,0 +1,55 @@
+import page from "../index.html?raw";
+import type { InstalledModel } from "./api";
+import { fillModelPicker, NO_DRAFT } from "./settings";
+
+const models: InstalledModel[] = [
+  { path: "/m/qwen-1.5b.gguf", name: "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M", file_bytes: 1_100_000_000, memory_bytes: 1_400_000_000, fits: true },
+  { path: "/m/big.gguf", name: "big.gguf", file_bytes: 9_000_000_000, memory_bytes: 30_000_000_000, fits: false },
+];
+const select = (role: string) => document.getElementById(`${role}-model-select`) as HTMLSelectElement;
+const pathBox = (role: string) => document.getElementById(`${role}-model-input`) as HTMLInputElement;
+const other = (role: string) => document.getElementById(`${role}-model-other`)!;
+
+beforeEach(() => {
+  document.body.innerHTML = new DOMParser().parseFromString(page, "text/html").body.innerHTML;
+});
+
+describe("the model pickers", () => {
+  it("list the installed models with whether each fits, the one in use chosen", () => {
+    fillModelPicker("target", models, "/m/qwen-1.5b.gguf");
+    expect([...select("target").options].map((o) => o.text)).toEqual([
+      "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M · 1.1 GB file · fits in memory (1.4 GB)",
+      "big.gguf · 9.0 GB file · needs 30.0 GB, more than is free",
+      "Other file…",
+    ]);
+    expect(select("target").value).toBe("/m/qwen-1.5b.gguf");
+    expect(other("target").hidden).toBe(true);
+  });
+
+  it("show the path box for a model that is not among the installed ones", () => {
+    fillModelPicker("target", models, "/elsewhere/mine.gguf");
+    expect(select("target").value).toBe("");
+    expect(other("target").hidden).toBe(false);
+  });
+
+  it("start the draft picker with None, chosen when no draft model is set", () => {
+    fillModelPicker("draft", models, "");
+    expect(select("draft").options[0].text).toBe("None: drafts from the answer's grammar and the passages");
+    expect(select("draft").value).toBe(NO_DRAFT);
+    expect(other("draft").hidden).toBe(true);
+  });
+
+  it("put the choice in the path box: a model's path, nothing for None, the box itself for Other", () => {
+    fillModelPicker("draft", models, "");
+    const choose = (value: string) => {
+      select("draft").value = value;
+      select("draft").dispatchEvent(new Event("change"));
+    };
+    choose("/m/qwen-1.5b.gguf");
+    expect(pathBox("draft").value).toBe("/m/qwen-1.5b.gguf");
+    choose(NO_DRAFT);
+    expect(pathBox("draft").value).toBe("");
+    choose("");
+    expect(other("draft").hidden).toBe(false);
+  });
+});
