@@ -235,7 +235,11 @@ async fn answers(args: AnswersArgs) -> Result<()> {
     let mut table: Vec<(String, Vec<[f64; 5]>)> = Vec::new();
     for case in &cases {
         let c = candidates(&engine, &case.question, hybrid_pool(10)).await?;
-        for (i, (name, hits)) in rankings(&c, 10).into_iter().enumerate() {
+        let mut ranked = rankings(&c, 10);
+        // The order the passages shown are taken from: the default fusion, the question's
+        // literal symbols first.
+        ranked.insert(2, ("shown (literals first)".to_string(), engine.ranked(&case.question, 10).await?));
+        for (i, (name, hits)) in ranked.into_iter().enumerate() {
             let gold: Vec<bool> = hits.iter().map(|h| case.is_gold_page(&h.path, h.page)).collect();
             let hit_at = |k: usize| if gold.iter().take(k).any(|g| *g) { 1.0 } else { 0.0 };
             let mrr = gold.iter().position(|g| *g).map(|p| 1.0 / (p + 1) as f64).unwrap_or(0.0);

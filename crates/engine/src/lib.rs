@@ -18,6 +18,7 @@ pub mod jobs;
 mod keys;
 mod library;
 mod line_log;
+mod literals;
 pub mod memory;
 mod models;
 mod notices;

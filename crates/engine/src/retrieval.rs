@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::{Engine, SearchHit, SearchMode};
+use crate::{literals, Engine, SearchHit, SearchMode};
 
 /// A second pass over the passages hybrid search found (a cross-encoder, say). It gets the
 /// question and `RERANK_CANDIDATES` candidates, best first, and returns them in its own order;
@@ -17,26 +17,40 @@ pub trait Rerank: Send + Sync {
 /// Candidates a reranker sees per question.
 pub const RERANK_CANDIDATES: usize = 20;
 
+/// Passages among which those holding the question's literal symbols go first (`literals.rs`):
+/// at most 10, so hybrid search fuses the same 40 candidates of each list as for the 3 shown,
+/// and a question without symbols gets the passages it got before.
+const LITERAL_POOL: usize = 10;
+
 impl Engine {
     /// Installs (or, with `None`, removes) the reranker `retrieve` applies.
     pub fn set_reranker(&self, reranker: Option<Arc<dyn Rerank>>) {
         *self.reranker.write().unwrap_or_else(|e| e.into_inner()) = reranker;
     }
 
-    /// The passages shown to the model for `question`: hybrid search, then the reranker if one
-    /// is installed, `top_k` of them.
+    /// The passages shown to the model for `question`: hybrid search, those that print the
+    /// question's literal symbols first, then the reranker if one is installed; `top_k` of them.
     pub async fn retrieve(&self, question: &str) -> Result<Vec<SearchHit>> {
         let reranker = self.reranker.read().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(reranker) = reranker else {
-            return self.search(question, SearchMode::Hybrid, self.config.top_k).await;
+            let mut ranked = self.ranked(question, LITERAL_POOL.max(self.config.top_k)).await?;
+            ranked.truncate(self.config.top_k);
+            return Ok(ranked);
         };
-        let candidates = self.search(question, SearchMode::Hybrid, RERANK_CANDIDATES.max(self.config.top_k)).await?;
+        let candidates = self.ranked(question, RERANK_CANDIDATES.max(self.config.top_k)).await?;
         let q = question.to_owned();
         let mut ranked = tokio::task::spawn_blocking(move || reranker.rerank(&q, candidates))
             .await?
             .context("the reranker failed")?;
         ranked.truncate(self.config.top_k);
         Ok(ranked)
+    }
+
+    /// Hybrid search's `limit` best passages for `question`, those that hold its literal
+    /// symbols word for word (`\W`, `$!`, `--bytes`) first: the order `retrieve` picks from.
+    pub async fn ranked(&self, question: &str, limit: usize) -> Result<Vec<SearchHit>> {
+        let hits = self.search(question, SearchMode::Hybrid, limit).await?;
+        Ok(literals::promote(question, hits))
     }
 
     /// The `limit` best passages for `query` in `mode`. An empty query is refused in every mode
