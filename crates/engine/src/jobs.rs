@@ -87,6 +87,8 @@ impl JobQueue {
         self.with_state(JobState::Queued).map(|j| PathBuf::from(&j.path)).collect()
     }
 
+    /// The files that failed (only the tests read them here: a report says what failed).
+    #[cfg(test)]
     pub fn failed(&self) -> Vec<Job> {
         self.with_state(JobState::Failed).cloned().collect()
     }

@@ -4,17 +4,17 @@
 //! desktop app forwards them to its window.
 
 pub mod allocator;
-pub mod answer;
+mod answer;
 mod asking;
 mod config;
-pub mod context;
+mod context;
 pub mod conversation;
 mod disk_full;
 mod events;
 pub mod health;
 pub mod history;
 mod ingestion;
-pub mod jobs;
+mod jobs;
 mod keys;
 mod library;
 mod line_log;
