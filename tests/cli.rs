@@ -61,6 +61,17 @@ fn ask(home: &QuireHome, model: &str, question: &str) -> Value {
 fn ingest_then_ask_with_the_tiny_model() {
     let docs = quire_testkit::copy_samples(&["fasta_guide.pdf", "4ti2_manual.pdf", "markdown", "bad"]);
     let home = QuireHome::new(QUIRE);
+    // Asked when the library holds nothing (its one document removed): what is wrong, and the
+    // command that mends it.
+    let note = tempfile::tempdir().unwrap();
+    std::fs::write(note.path().join("note.md"), "# A note\n\nSoon removed.\n").unwrap();
+    assert!(home.quire(&["ingest", note.path().to_str().unwrap()]).status.success());
+    let removed = home.quire(&["remove", note.path().join("note.md").to_str().unwrap()]);
+    assert!(removed.status.success(), "{}", text(&removed.stderr));
+    let out = home.quire(&["ask", "--model", "smollm2-135m", "What does the tokio crate provide?"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("the library is empty") && err.contains("quire ingest"), "{err}");
     ingest_samples(&home, docs.path());
     ask(&home, "smollm2-135m", "What does the tokio crate provide?");
     // Without --json: the answer streams to stdout; stderr says what the model is reading

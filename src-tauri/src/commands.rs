@@ -18,7 +18,15 @@ use crate::state::{cancel_job, start_job, AppState, EngineSlot, Lock};
 
 type Reply<T> = Result<T, String>;
 
+/// An error as the window says it: the engine's words, with the window's own way out where
+/// the engine leaves the remedy to the front end.
 fn say(e: anyhow::Error) -> String {
+    if e.downcast_ref::<quire_engine::EmptyLibrary>().is_some() {
+        return "Your library is empty: add files or a folder first (Add files, Add folder, or drop them on the main window).".into();
+    }
+    if let Some(missing) = e.downcast_ref::<quire_engine::MissingModel>() {
+        return missing_model_said(missing);
+    }
     quire_engine::health::explained(&e)
 }
 
@@ -668,7 +676,7 @@ pub async fn start_local_api(app: &AppHandle, port: u16) -> anyhow::Result<Local
 
 #[cfg(test)]
 mod tests {
-    use super::typed_path;
+    use super::{missing_model_said, say, typed_path};
     use std::path::PathBuf;
 
     #[test]
@@ -678,5 +686,30 @@ mod tests {
         assert_eq!(typed_path("~"), home);
         assert_eq!(typed_path("~other/x"), PathBuf::from("~other/x"), "another user's home is not guessed");
         assert_eq!(typed_path("/srv/~/x"), PathBuf::from("/srv/~/x"));
+    }
+
+    /// The engine says what is wrong; the window adds its own way out, never a command line's.
+    #[test]
+    fn errors_left_to_the_front_end_are_said_with_the_windows_remedy() {
+        let empty = say(anyhow::Error::new(quire_engine::EmptyLibrary).context("answering"));
+        assert!(empty.starts_with("Your library is empty") && empty.contains("Add files"), "{empty}");
+        let missing = |path: &str| quire_engine::MissingModel {
+            used_as: quire_engine::ModelUse::Answer,
+            path: PathBuf::from(path),
+            known: Some(&quire_models::QWEN_1_5B),
+        };
+        let said = say(missing("/m/qwen.gguf").into());
+        assert_eq!(
+            said,
+            "The answer model qwen2.5-coder-1.5b is not installed (expected at /m/qwen.gguf): Download fetches it."
+        );
+        let by_hand = quire_engine::MissingModel { known: None, ..missing("/elsewhere/mine.gguf") };
+        assert_eq!(
+            missing_model_said(&by_hand),
+            "There is no answer model at /elsewhere/mine.gguf: pick another file under Settings → Models."
+        );
+        for s in [empty, said] {
+            assert!(!s.contains("quire "), "{s}");
+        }
     }
 }

@@ -199,10 +199,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// An error as the command line says it: the engine's words, and for a missing model the
-/// command that fetches it.
+/// An error as the command line says it: the engine's words, and for a missing model or an
+/// empty library the command that mends it.
 fn said(e: &anyhow::Error) -> String {
     let text = quire_engine::health::explained(e);
+    if e.downcast_ref::<quire_engine::EmptyLibrary>().is_some() {
+        return format!("{text}: `quire ingest <folder or files>`");
+    }
     match e.downcast_ref::<quire_engine::MissingModel>().map(|m| m.known) {
         Some(Some(model)) => format!("{text}; run `quire models fetch {}` to fetch it", model.name),
         Some(None) => format!("{text}: check the path, or run `quire models fetch` for the defaults"),

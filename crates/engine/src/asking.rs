@@ -29,6 +29,12 @@ pub struct QuestionTooLong {
     pub chars: usize,
 }
 
+/// A question asked of a library that holds no documents yet. Says what is wrong; each front
+/// end says how to add documents its own way (the command line its command, the app its buttons).
+#[derive(Debug, thiserror::Error)]
+#[error("the library is empty: add documents first")]
+pub struct EmptyLibrary;
+
 /// Refuses a question too long to answer in reasonable time (`MAX_QUESTION_CHARS`); cheap
 /// enough to run before anything else.
 pub fn check_question(question: &str) -> Result<(), QuestionTooLong> {
@@ -69,10 +75,7 @@ impl Engine {
         check_question(question)?;
         let hits = self.in_earlier_order(self.retrieve(&conversation::search_text(earlier, question)).await?);
         let search = asked.elapsed();
-        anyhow::ensure!(
-            !hits.is_empty(),
-            "the knowledge base is empty: add documents first (`quire ingest <folder or files>`)"
-        );
+        anyhow::ensure!(!hits.is_empty(), EmptyLibrary);
         let sources: Vec<Source> = hits
             .iter()
             .enumerate()

@@ -38,7 +38,7 @@ use quire_index::KnowledgeBase;
 use quire_llm::Llm;
 
 pub use answer::RawAnswer;
-pub use asking::{check_question, QuestionTooLong, MAX_QUESTION_CHARS};
+pub use asking::{check_question, EmptyLibrary, QuestionTooLong, MAX_QUESTION_CHARS};
 pub use config::{
     collection_dir, collections, EngineConfig, DEFAULT_COLLECTION, DEFAULT_FOCUS_TOKENS, DEFAULT_MAX_ANSWER_TOKENS,
     DEFAULT_TOP_K,
