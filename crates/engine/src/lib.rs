@@ -101,8 +101,8 @@ impl Engine {
     /// knowledge base; the answer model loads on first use. Data an interrupted key rotation (or
     /// an older, unencrypted Quire) left is resealed before this returns.
     pub async fn open(config: EngineConfig) -> Result<Engine> {
-        if let Some(missing) = models::missing_models(&config).into_iter().find(|m| m.used_as == ModelUse::Embedder) {
-            return Err(missing.into());
+        if !models::installed(ModelUse::Embedder, &config.embedder_dir) {
+            return Err(MissingModel::at(ModelUse::Embedder, &config.embedder_dir).into());
         }
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create the data folder {}", config.data_dir.display()))?;

@@ -29,9 +29,10 @@ pub fn literals(question: &str) -> Vec<&str> {
             word.starts_with('-') && word.trim_start_matches('-').chars().next().is_some_and(char::is_alphanumeric);
         let symbolic = word.chars().any(|c| SYMBOL_MARKS.contains(&c)) && word.chars().count() >= 2;
         // A word ending a sentence with "!" or ":" is prose, not a symbol.
-        let prose = word.len() > 2
-            && word[..word.len() - 1].chars().all(char::is_alphanumeric)
-            && matches!(word.chars().last(), Some('!' | ':'));
+        let prose = match word.char_indices().last() {
+            Some((at, '!' | ':')) => at >= 2 && word[..at].chars().all(char::is_alphanumeric),
+            _ => false,
+        };
         if (option || symbolic) && !prose && !found.contains(&word) {
             found.push(word);
         }
@@ -88,6 +89,9 @@ mod tests {
         assert!(literals("Note: what is the well-known port? Wow!").is_empty());
         assert!(literals("Does it work on Windows too?").is_empty());
         assert_eq!(literals("What does $? hold after a pipeline?"), ["$?"]);
+        // Words that end in a letter of more than one byte are read as words, not cut inside it.
+        assert!(literals("Où est le café? Et le thé, naïve Zoë?").is_empty());
+        assert_eq!(literals("Qu'affiche \\W en été?"), ["\\W"]);
     }
 
     fn hit(n: u32, text: &str) -> SearchHit {

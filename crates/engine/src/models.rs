@@ -136,14 +136,14 @@ impl fmt::Display for MissingModel {
 impl std::error::Error for MissingModel {}
 
 impl MissingModel {
-    fn at(used_as: ModelUse, path: &Path) -> MissingModel {
+    pub(crate) fn at(used_as: ModelUse, path: &Path) -> MissingModel {
         MissingModel { used_as, path: path.to_path_buf(), known: quire_models::known_at(path) }
     }
 }
 
 /// Whether the model `used_as` is at `path`: an embedder is a folder with its weights, the
 /// others one GGUF file.
-fn installed(used_as: ModelUse, path: &Path) -> bool {
+pub(crate) fn installed(used_as: ModelUse, path: &Path) -> bool {
     match used_as {
         ModelUse::Embedder => path.join("model.safetensors").is_file(),
         ModelUse::Answer | ModelUse::Draft => path.is_file(),
