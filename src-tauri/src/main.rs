@@ -134,34 +134,52 @@ pub(crate) async fn catch_up(app: tauri::AppHandle, engine: std::sync::Arc<quire
         }
     }
     let folders: Vec<std::path::PathBuf> = state.settings().watched_folders.iter().map(Into::into).collect();
+    // Watched before the scan (as `quire watch` does): a file written while the scan runs is
+    // caught by one or the other, where watching after it would miss that file until a restart.
+    let following = state.watch_control.lock().expect("watch lock").is_some();
+    let watching = if following { None } else { watch_folders(&state, &folders) };
     if !folders.is_empty() {
-        if let Err(e) = commands::ingest_paths(&app, &state, folders.clone()).await {
+        if let Err(e) = commands::ingest_paths(&app, &state, folders).await {
             eprintln!("watched folders were not re-scanned: {e}");
         }
     }
-    let following = state.watch_control.lock().expect("watch lock").is_some();
-    if !following {
-        follow_watched_folders(app.clone(), folders).await;
+    if let Some((watcher, control)) = watching {
+        follow_watched_folders(app.clone(), watcher, control).await;
     }
 }
 
-/// Follows the watched folders until the app quits: each debounced set of changed paths is
-/// synced through the same one-at-a-time ingestion as the user's own additions.
-async fn follow_watched_folders(app: tauri::AppHandle, folders: Vec<std::path::PathBuf>) {
+/// Starts watching the folders and opens the channel Settings adds and removes folders by.
+fn watch_folders(
+    state: &AppState,
+    folders: &[std::path::PathBuf],
+) -> Option<(quire_engine::watch::FolderWatcher, tokio::sync::mpsc::UnboundedReceiver<state::WatchChange>)> {
     use quire_engine::watch::{FolderWatcher, DEBOUNCE};
-    use state::WatchChange;
-    let state = app.state::<AppState>();
     let mut watcher = match FolderWatcher::new(DEBOUNCE) {
         Ok(w) => w,
-        Err(e) => return eprintln!("watched folders are re-scanned at start only: {e:#}"),
+        Err(e) => {
+            eprintln!("watched folders are re-scanned at start only: {e:#}");
+            return None;
+        }
     };
-    for f in &folders {
+    for f in folders {
         if let Err(e) = watcher.watch(f) {
             eprintln!("{e:#}");
         }
     }
-    let (tx, mut control) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, control) = tokio::sync::mpsc::unbounded_channel();
     *state.watch_control.lock().expect("watch lock") = Some(tx);
+    Some((watcher, control))
+}
+
+/// Follows the watched folders until the app quits: each debounced set of changed paths is
+/// synced through the same one-at-a-time ingestion as the user's own additions.
+async fn follow_watched_folders(
+    app: tauri::AppHandle,
+    mut watcher: quire_engine::watch::FolderWatcher,
+    mut control: tokio::sync::mpsc::UnboundedReceiver<state::WatchChange>,
+) {
+    use state::WatchChange;
+    let state = app.state::<AppState>();
     loop {
         tokio::select! {
             change = control.recv() => match change {

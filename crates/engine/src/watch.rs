@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use notify_debouncer_full::notify::event::{AccessKind, AccessMode, EventKind};
 use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{new_debouncer, DebounceEventResult, Debouncer, RecommendedCache};
 use tokio::sync::mpsc;
@@ -32,7 +33,8 @@ impl FolderWatcher {
         let (err_tx, errors) = mpsc::unbounded_channel();
         let debouncer = new_debouncer(debounce, None, move |result: DebounceEventResult| match result {
             Ok(events) => {
-                let paths: Vec<PathBuf> = events.into_iter().flat_map(|e| e.event.paths).collect();
+                let paths: Vec<PathBuf> =
+                    events.into_iter().filter(|e| may_change(&e.event.kind)).flat_map(|e| e.event.paths).collect();
                 if !paths.is_empty() {
                     let _ = tx.send(paths);
                 }
@@ -138,6 +140,12 @@ impl FolderWatcher {
     }
 }
 
+/// Whether an event can mean that a file changed. A file opened or read is not a change: were it
+/// one, Quire's own reading of a changed file would report it again, every debounce, for ever.
+fn may_change(kind: &EventKind) -> bool {
+    !matches!(kind, EventKind::Access(access) if *access != AccessKind::Close(AccessMode::Write))
+}
+
 fn is_ignored(relative: &Path) -> bool {
     quire_ingest::is_editor_temporary(relative)
         || relative.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
@@ -170,6 +178,25 @@ mod tests {
         );
         watcher.follow_links(true);
         assert!(!watcher.leads_out(&out_link), "followed when asked");
+    }
+
+    #[tokio::test]
+    async fn reading_a_file_is_not_a_change_writing_it_is() {
+        let watched = tempfile::tempdir().unwrap();
+        let file = watched.path().join("notes.md");
+        std::fs::write(&file, "first").unwrap();
+        let debounce = Duration::from_millis(200);
+        let mut watcher = FolderWatcher::new(debounce).unwrap();
+        watcher.watch(watched.path()).unwrap();
+        for _ in 0..3 {
+            assert_eq!(std::fs::read_to_string(&file).unwrap(), "first");
+        }
+        let quiet = tokio::time::timeout(debounce * 5, watcher.next_changes()).await;
+        assert!(quiet.is_err(), "reading reported as a change: {quiet:?}");
+        std::fs::write(&file, "second").unwrap();
+        let changed = tokio::time::timeout(Duration::from_secs(10), watcher.next_changes()).await;
+        let changed = changed.expect("a write reported").expect("the watcher running");
+        assert!(changed.iter().any(|p| p.ends_with("notes.md")), "{changed:?}");
     }
 
     #[test]
