@@ -17,7 +17,7 @@ pub fn settle() {
 }
 
 /// Gives the memory freed so far back to the system (glibc keeps freed memory at the top of
-/// its heaps otherwise): after an engine is dropped.
+/// its heaps otherwise): after an engine is dropped, a model loaded, an ingestion done.
 pub fn return_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` only releases free memory of glibc's heaps; it has no preconditions.

@@ -68,7 +68,11 @@ impl Engine {
                 }
                 let before = memory::MemoryReading::now().process_rss_bytes;
                 self.rss_before_llm.store(before, Ordering::SeqCst);
-                Llm::load_with_draft(&self.config.llm_path, self.config.draft_path.as_deref()).await
+                let llm = Llm::load_with_draft(&self.config.llm_path, self.config.draft_path.as_deref()).await;
+                // Loading reads and converts more than it keeps: what it let go goes back now,
+                // not whenever the allocator next trims (an unlock's footprint varied by ±7 %).
+                crate::allocator::return_freed_memory();
+                llm
             })
             .await
     }
@@ -78,7 +82,9 @@ impl Engine {
     /// its own tokens, as later ones do. For a preload: nothing here changes an answer.
     pub async fn prepare_llm(&self) -> Result<usize> {
         let start = format!("{}[1] (", context::PROMPT_START);
-        self.llm().await?.warm(answer::SYSTEM_PROMPT, &start).await
+        let warmed = self.llm().await?.warm(answer::SYSTEM_PROMPT, &start).await;
+        crate::allocator::return_freed_memory();
+        warmed
     }
 
     /// Answer-model tokens in `text`: counted with its tokenizer once it is loaded, else
