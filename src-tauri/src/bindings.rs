@@ -34,6 +34,11 @@ mod tests {
             EVENT_INGEST, EVENT_STATUS_CHANGED, EVENT_FILES_DROPPED, EVENT_DRAGGING, EVENT_RESEAL, EVENT_FETCH,
         );
         std::fs::write(dir.join("events.ts"), events).unwrap();
+        let said = format!(
+            "// Generated from src-tauri/src/ipc.rs. Do not edit.\n\
+             export const DAMAGE_REMEDY = {DAMAGE_REMEDY:?};\n"
+        );
+        std::fs::write(dir.join("said.ts"), said).unwrap();
         std::fs::write(dir.join("commands.ts"), commands()).unwrap();
     }
 

@@ -19,15 +19,28 @@ use crate::state::{cancel_job, start_job, AppState, EngineSlot, Lock};
 type Reply<T> = Result<T, String>;
 
 /// An error as the window says it: the engine's words, with the window's own way out where
-/// the engine leaves the remedy to the front end.
-fn say(e: anyhow::Error) -> String {
-    if e.downcast_ref::<quire_engine::EmptyLibrary>().is_some() {
-        return "Your library is empty: add files or a folder first (Add files, Add folder, or drop them on the main window).".into();
-    }
+/// the engine leaves the remedy to the front end (`Remedy`, a missing model).
+pub(crate) fn said(e: &anyhow::Error) -> String {
+    use quire_engine::Remedy;
     if let Some(missing) = e.downcast_ref::<quire_engine::MissingModel>() {
         return missing_model_said(missing);
     }
-    quire_engine::health::explained(&e)
+    let text = quire_engine::health::explained(e);
+    match quire_engine::remedy(e) {
+        Some(Remedy::AddDocuments) => {
+            "Your library is empty: add files or a folder first (Add files, Add folder, or drop them on the main window).".into()
+        }
+        Some(Remedy::CheckAndRepair) => format!("{text}: {DAMAGE_REMEDY}"),
+        Some(Remedy::ImportKeyBackup) => {
+            format!("{text} (Import key backup… on the lock screen, or Settings → Privacy → Import key)")
+        }
+        Some(Remedy::ResumeIngestion) => format!("{text}: add the files again to go on (those already in are skipped)"),
+        None => text,
+    }
+}
+
+fn say(e: anyhow::Error) -> String {
+    said(&e)
 }
 
 /// What the lock screen says where a new collection gets a passphrase instead of a keychain.
@@ -55,7 +68,7 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
     let missing = state.engine_config().map(|c| quire_engine::missing_models(&c));
     let problems = match &missing {
         Ok(missing) => missing.iter().map(missing_model_said).collect(),
-        Err(e) => vec![quire_engine::health::explained(e)],
+        Err(e) => vec![said(e)],
     };
     let (engine_state, documents, runs_on) = match &*state.engine.read().await {
         EngineSlot::Opening => (EngineState::Opening, Vec::new(), None),
@@ -708,8 +721,22 @@ mod tests {
             missing_model_said(&by_hand),
             "There is no answer model at /elsewhere/mine.gguf: pick another file under Settings → Models."
         );
-        for s in [empty, said] {
-            assert!(!s.contains("quire "), "{s}");
+        let damaged = say(anyhow::anyhow!("lance error: corrupt file /d/1.lance").context("searching"));
+        assert!(damaged.ends_with(&format!("files look damaged: {}", crate::ipc::DAMAGE_REMEDY)), "{damaged}");
+        let key = say(anyhow::Error::new(quire_vault_error_key_missing()).context("opening the collection"));
+        assert!(key.contains("Import key backup… on the lock screen"), "{key}");
+        let full = say(quire_engine::Remedied {
+            problem: "the disk is full".into(),
+            remedy: quire_engine::Remedy::ResumeIngestion,
         }
+        .into());
+        assert_eq!(full, "the disk is full: add the files again to go on (those already in are skipped)");
+        for s in [empty, said, damaged, key, full] {
+            assert!(!s.contains("`quire ") && !s.contains("quire repair") && !s.contains("quire key"), "{s}");
+        }
+    }
+
+    fn quire_vault_error_key_missing() -> quire_engine::VaultError {
+        quire_engine::VaultError::KeyMissing { key_id: "k1".into(), entry: "quire collection c1".into() }
     }
 }

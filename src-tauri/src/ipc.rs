@@ -15,6 +15,10 @@ pub const EVENT_DRAGGING: &str = "dragging"; // bool: files are being dragged ov
 pub const EVENT_RESEAL: &str = "reseal"; // (done, total) documents resealed under a new key
 pub const EVENT_FETCH: &str = "fetch"; // String: a line of what fetching the models is doing
 
+/// How the window says that damaged files are mended, after the engine's "files look damaged";
+/// the UI offers its check and repair where an error ends with it (`saysDamaged`).
+pub const DAMAGE_REMEDY: &str = "Settings → Library health checks the library and repairs it";
+
 #[derive(Debug, Clone, Serialize, TS)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum EngineState {

@@ -141,7 +141,7 @@ impl AppState {
                 Ok(engine)
             }
             Err(e) => {
-                let reason = format!("{e:#}");
+                let reason = crate::commands::said(&e);
                 *slot = match e.downcast_ref::<VaultError>() {
                     Some(VaultError::NoKeychain { .. }) if new_collection => {
                         EngineSlot::Locked(Lock::ChoosePassphrase { no_keychain: reason })

@@ -17,14 +17,15 @@ import type { Settings } from "./bindings/Settings";
 import type { Turn } from "./bindings/Turn";
 import { COMMANDS, type Args, type Replies } from "./bindings/commands";
 import { EVENT_DRAGGING, EVENT_FETCH, EVENT_FILES_DROPPED, EVENT_INGEST, EVENT_RESEAL, EVENT_STATUS_CHANGED } from "./bindings/events";
+import { DAMAGE_REMEDY } from "./bindings/said";
 
 export type Command = (typeof COMMANDS)[number];
 export type { Answer, AppStatus, EngineEvent, Exchange, IngestSummary, InstalledModel, KeyInfo, LibraryHealth, MemoryBudget, Settings, Turn };
 
-/// Whether an error says the library's files are damaged (the engine ends such errors with
-/// the way out, naming `quire repair`): the window then offers its own check and repair.
+/// Whether an error says the library's files are damaged (the app ends such errors with its
+/// way out, `DAMAGE_REMEDY`): the window then offers its own check and repair.
 export function saysDamaged(message: string): boolean {
-  return message.includes("quire repair");
+  return message.includes(DAMAGE_REMEDY);
 }
 
 /// A command's arguments, or none for a command that takes none.

@@ -1,5 +1,6 @@
 import type { AppStatus } from "./api";
 import { DocumentList, ProblemsBanner, REMOVE_ASKS_MS } from "./library";
+import { DAMAGE_REMEDY } from "./bindings/said";
 
 const doc = (docId: string, path: string): AppStatus["documents"][number] => ({
   doc_id: docId, path, kind: "markdown", content_hash: "", bytes: 10, pages: 2, chunks: 1, ingested_at_ms: 0, modified_ms: 0,
@@ -71,7 +72,7 @@ describe("the problems banner", () => {
     const { box, banner, calls } = setUp(async () => []);
     banner.show([]);
     expect(box.hidden).toBe(true);
-    banner.show(["The library is damaged: run `quire repair`.", "The disk is nearly full."]);
+    banner.show([`the chunks table cannot be opened; the knowledge base's files look damaged: ${DAMAGE_REMEDY}`, "The disk is nearly full."]);
     expect(box.hidden).toBe(false);
     const buttons = box.querySelectorAll("button");
     expect(buttons).toHaveLength(1);

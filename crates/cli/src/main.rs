@@ -199,15 +199,22 @@ fn main() -> ExitCode {
     }
 }
 
-/// An error as the command line says it: the engine's words, and for a missing model or an
-/// empty library the command that mends it.
+/// An error as the command line says it: the engine's words, and the command that mends it
+/// where the engine knows a way out (`Remedy`) or a model is missing.
 fn said(e: &anyhow::Error) -> String {
+    use quire_engine::Remedy;
     let text = quire_engine::health::explained(e);
-    if e.downcast_ref::<quire_engine::EmptyLibrary>().is_some() {
-        return format!("{text}: `quire ingest <folder or files>`");
+    match quire_engine::remedy(e) {
+        Some(Remedy::AddDocuments) => return format!("{text}: `quire ingest <folder or files>`"),
+        Some(Remedy::CheckAndRepair) => return format!("{text}: `quire check` says which, `quire repair` mends them"),
+        Some(Remedy::ImportKeyBackup) => {
+            return format!("{text} (`quire key import BACKUP-FILE` imports a key backup)")
+        }
+        Some(Remedy::ResumeIngestion) => return format!("{text}: `quire ingest` goes on"),
+        None => {}
     }
     match e.downcast_ref::<quire_engine::MissingModel>().map(|m| m.known) {
-        Some(Some(model)) => format!("{text}; run `quire models fetch {}` to fetch it", model.name),
+        Some(Some(model)) => format!("{text}; {}", quire_models::fetch_command(model)),
         Some(None) => format!("{text}: check the path, or run `quire models fetch` for the defaults"),
         None => text,
     }
@@ -506,7 +513,12 @@ fn summarise(report: &quire_engine::IngestReport) -> ExitCode {
     } else {
         eprintln!("these files were skipped:");
         for (path, reason) in failed {
-            eprintln!("  {}: {}", shown(path), shown(reason));
+            let follow = if reason.ends_with(quire_engine::LINK_NOT_FOLLOWED) {
+                " (`--follow-links` follows such links)"
+            } else {
+                ""
+            };
+            eprintln!("  {}: {}{follow}", shown(path), shown(reason));
         }
         ExitCode::from(SOME_FILES_FAILED)
     }

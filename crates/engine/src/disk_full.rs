@@ -18,18 +18,20 @@ pub(crate) fn is_disk_full(e: &anyhow::Error) -> bool {
 }
 
 /// `e` said as a full disk, when it is one: the folder, the free space, about `needed` bytes
-/// more, and how to go on (`resume`); otherwise `e` as it is.
-pub(crate) fn explained(e: anyhow::Error, dir: &Path, needed: u64, resume: &str) -> anyhow::Error {
+/// more, and that the ingestion goes on once there is room (`Remedy::ResumeIngestion`);
+/// otherwise `e` as it is.
+pub(crate) fn explained(e: anyhow::Error, dir: &Path, needed: u64) -> anyhow::Error {
     if !is_disk_full(&e) {
         return e;
     }
     let free = fs2::available_space(dir).map(|b| format!("{} free", megabytes(b))).unwrap_or_else(|_| "no room".into());
-    anyhow::anyhow!(
+    let problem = format!(
         "the disk that holds {} is full ({free}); Quire needs about {} more. Nothing stored so far is lost: \
-         free some space, then {resume}",
+         free some space, then go on from where it stopped",
         dir.display(),
         megabytes(needed)
-    )
+    );
+    crate::Remedied { problem, remedy: crate::Remedy::ResumeIngestion }.into()
 }
 
 fn megabytes(bytes: u64) -> String {
@@ -47,11 +49,13 @@ mod tests {
             anyhow::anyhow!("lance error: Unable to copy data to file: No space left on device (os error 28)");
         let dir = tempfile::tempdir().unwrap();
         for e in [full, lance_like] {
-            let said = explained(e, dir.path(), 3_000_000, "run `quire ingest` to resume").to_string();
+            let full = explained(e, dir.path(), 3_000_000);
+            assert_eq!(crate::remedy(&full), Some(crate::Remedy::ResumeIngestion));
+            let said = full.to_string();
             assert!(said.starts_with(&format!("the disk that holds {} is full (", dir.path().display())), "{said}");
-            assert!(said.contains("needs about 3 MB more") && said.ends_with("run `quire ingest` to resume"), "{said}");
+            assert!(said.contains("needs about 3 MB more") && said.ends_with("from where it stopped"), "{said}");
         }
-        let other = explained(anyhow::anyhow!("permission denied"), dir.path(), 1, "x");
+        let other = explained(anyhow::anyhow!("permission denied"), dir.path(), 1);
         assert_eq!(other.to_string(), "permission denied");
     }
 }

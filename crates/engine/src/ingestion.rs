@@ -35,6 +35,9 @@ const PRUNE_AFTER_VERSIONS: usize = 200;
 /// Table versions younger than this are kept: another process (the app beside the CLI) may be
 /// reading them.
 pub(crate) const KEEP_VERSIONS_FOR: Duration = Duration::from_secs(60);
+/// Ends the reason a link out of an added folder was left out; a front end that can follow
+/// such links says how after it.
+pub const LINK_NOT_FOLLOWED: &str = "outside the folder; not followed";
 
 #[derive(Debug, Clone, Serialize, PartialEq, TS)]
 pub struct QueuedFile {
@@ -238,13 +241,7 @@ fn walk(
         }
         if !follow_links && !target.starts_with(root) {
             let what = if is_dir { "a link to the folder" } else { "a link to" };
-            errors.push((
-                path,
-                format!(
-                    "{what} {}, outside the folder; not followed (`quire ingest --follow-links` follows such links)",
-                    target.display()
-                ),
-            ));
+            errors.push((path, format!("{what} {}, {LINK_NOT_FOLLOWED}", target.display())));
             continue;
         }
         match metadata {

@@ -126,12 +126,15 @@ pub(crate) async fn refuse_sealed_data_without_manifest(dir: &Path) -> Result<()
         return Ok(());
     }
     if !keys_sealing_the_logs(dir).is_empty() || KnowledgeBase::holds_sealed_data(dir).await? {
-        anyhow::bail!(
-            "the key manifest of this collection ({}) is missing, but the collection holds encrypted documents; \
-             nothing was changed. Restore it from your key backup: `quire key import BACKUP-FILE` (or Settings → \
-             Privacy → Import key), then open it again",
-            dir.join(quire_vault::store::MANIFEST).display()
-        );
+        return Err(crate::Remedied {
+            problem: format!(
+                "the key manifest of this collection ({}) is missing, but the collection holds encrypted \
+                 documents; nothing was changed. Restore it from your key backup, then open it again",
+                dir.join(quire_vault::store::MANIFEST).display()
+            ),
+            remedy: crate::Remedy::ImportKeyBackup,
+        }
+        .into());
     }
     Ok(())
 }

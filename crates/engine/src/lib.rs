@@ -23,6 +23,7 @@ pub mod memory;
 mod models;
 mod notices;
 mod quotes;
+mod remedy;
 mod retrieval;
 pub mod watch;
 
@@ -45,7 +46,9 @@ pub use config::{
 };
 pub use conversation::Turn;
 pub use events::{Answer, AnswerTiming, Cancel, Cancelled, Citation, Declined, Event, Source};
-pub use ingestion::{discover_files, FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
+pub use ingestion::{
+    discover_files, FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile, LINK_NOT_FOLLOWED,
+};
 pub use jobs::{Job, JobState};
 pub use keys::import_key_backup;
 pub use memory::MemoryBudget;
@@ -58,6 +61,7 @@ pub use quire_llm::decoder::Placement;
 pub use quire_llm::ModelFootprint;
 pub use quire_vault::{api_token, write_private, KeyAccess, KeyInfo, KeyStore, Secret, Vault, VaultError};
 pub use quotes::find_quote;
+pub use remedy::{remedy, Remedied, Remedy};
 pub use retrieval::{Rerank, RERANK_CANDIDATES};
 
 /// One open collection with its models. Its methods live beside what they do: `library`

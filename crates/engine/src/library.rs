@@ -111,14 +111,16 @@ impl Engine {
         cancel: &Cancel,
     ) -> Result<IngestReport> {
         let _writing = self.writing.lock().await;
-        ingestion::ingest(self, paths, on_event, cancel).await.map_err(|e| {
+        let ingested = ingestion::ingest(self, paths, on_event, cancel).await;
+        // Parsing and embedding's buffers go back to the system with the ingestion.
+        crate::allocator::return_freed_memory();
+        ingested.map_err(|e| {
             // Room for the files left (their text, its vectors, sealed) and for the compaction
             // that rewrites the index once they are in.
             let left: u64 =
                 self.pending_files().iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
             let index = crate::memory::folder_bytes(&self.config.data_dir);
-            let resume = "run `quire ingest` (or add the files again in the app) to go on from where it stopped";
-            crate::disk_full::explained(e, &self.config.data_dir, 2 * left + index, resume)
+            crate::disk_full::explained(e, &self.config.data_dir, 2 * left + index)
         })
     }
 

@@ -40,7 +40,7 @@ pub use fusion::{fuse, Fusion, DEFAULT_FUSION, RRF_K};
 pub use quire_vault::{DataKey, Protection};
 pub use repair::{
     check_tables, explained, looks_damaged, plain_damage, quiet_caught_panics, repair_tables, Mend, TableCheck,
-    TableRepair, REPAIR_ADVICE,
+    TableRepair, DAMAGED,
 };
 
 /// Below this many chunks an exact scan is fast (a few ms) and an ANN index would not pay.

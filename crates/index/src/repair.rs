@@ -274,9 +274,8 @@ async fn read_whole(table: &Table) -> Result<usize> {
     caught(async move { drain(table.query().execute().await?).await }).await
 }
 
-/// What to do about damaged files, said after an error that `looks_damaged`.
-pub const REPAIR_ADVICE: &str =
-    "the knowledge base's files look damaged: `quire check` says which, `quire repair` mends them";
+/// Said after an error that `looks_damaged`; each front end adds its way to check and repair.
+pub const DAMAGED: &str = "the knowledge base's files look damaged";
 
 /// True for LanceDB's errors on files that cannot be read as what they should be (one of its
 /// reading tasks panicking on a nonsense length: "task 72 panicked with message …").
@@ -297,19 +296,19 @@ pub fn looks_damaged(message: &str) -> bool {
 }
 
 /// An error's text as a person reads it: LanceDB's repeated source locations cut and, where it
-/// looks like damaged files, the way out on a line of its own.
+/// looks like damaged files, `DAMAGED` on a line of its own.
 pub fn explained(said: &str) -> String {
     let plain = plain_damage(said);
-    if looks_damaged(plain) && !plain.contains(REPAIR_ADVICE) {
-        format!("{plain}\n{REPAIR_ADVICE}")
+    if looks_damaged(plain) && !plain.contains(DAMAGED) {
+        format!("{plain}\n{DAMAGED}")
     } else {
         plain.to_string()
     }
 }
 
-/// A table that would not open, named, with the way out.
+/// A table that would not open, named, and said to look damaged.
 pub(crate) fn unopened(table: &str, e: &anyhow::Error) -> anyhow::Error {
-    anyhow::anyhow!("the {table} table cannot be opened ({e:#}); {REPAIR_ADVICE}")
+    anyhow::anyhow!("the {table} table cannot be opened ({e:#}); {DAMAGED}")
 }
 
 /// LanceDB's account of damage without the source locations it repeats it with
@@ -429,7 +428,7 @@ mod tests {
         assert_eq!(plain_damage(lance), "Encountered corrupt file /d/x.lance: bad");
         let path = "cannot read the file, /home/ann/notes/a.md: permission denied";
         assert_eq!(plain_damage(path), path);
-        assert!(explained(lance).ends_with(REPAIR_ADVICE));
+        assert!(explained(lance).ends_with(DAMAGED));
         assert_eq!(explained(path), path);
     }
 }

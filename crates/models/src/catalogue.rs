@@ -219,11 +219,16 @@ pub fn resolve(name_or_path: &str) -> Result<PathBuf> {
 /// The error to show when a model file is missing, naming the command that fetches it.
 pub fn missing_model_error(model: &KnownModel) -> anyhow::Error {
     anyhow::anyhow!(
-        "model {} is not installed (expected at {}); run `quire models fetch {}` to fetch it",
+        "model {} is not installed (expected at {}); {}",
         model.name,
         model.location().map(|p| p.display().to_string()).unwrap_or_default(),
-        model.name
+        fetch_command(model)
     )
+}
+
+/// How the command line fetches `model`, as its errors say it.
+pub fn fetch_command(model: &KnownModel) -> String {
+    format!("run `quire models fetch {}` to fetch it", model.name)
 }
 
 #[cfg(test)]

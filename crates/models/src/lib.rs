@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 pub use catalogue::{
-    find, known_at, missing_model_error, resolve, KnownModel, ModelFile, ModelRole, WheelMember, DEFAULT_MODELS,
-    KNOWN_MODELS, MINILM, QWEN_0_5B, QWEN_1_5B, SMOLLM2,
+    fetch_command, find, known_at, missing_model_error, resolve, KnownModel, ModelFile, ModelRole, WheelMember,
+    DEFAULT_MODELS, KNOWN_MODELS, MINILM, QWEN_0_5B, QWEN_1_5B, SMOLLM2,
 };
 pub use fetch::{fetch, fetch_into, sha256_file, verify, verify_in};
 

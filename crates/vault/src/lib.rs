@@ -40,8 +40,7 @@ pub use store::{write_private, KeyAccess, KeyInfo, KeyStore, Vault};
 pub enum VaultError {
     #[error(
         "this collection's key ({key_id}) is not in the OS keychain, so its documents cannot be read; \
-         nothing was changed or deleted. Import your key backup (`quire key import FILE`, or Settings → \
-         Privacy → Import key) or restore the keychain entry \"{entry}\""
+         nothing was changed or deleted. Import your key backup or restore the keychain entry \"{entry}\""
     )]
     KeyMissing { key_id: String, entry: String },
     #[error(
