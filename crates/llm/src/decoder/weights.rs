@@ -112,11 +112,10 @@ impl RowDot for BlockQ8_0 {
 impl RowDot for BlockQ2K {}
 impl RowDot for BlockQ3K {}
 impl RowDot for BlockQ5K {}
-/// The k-quant formats with their own kernels: tiles of four tokens, and panels of 16 by the
-/// set in use (AVX-512 VNNI, 256-bit VNNI, AVX2, NEON i8mm or dot products; `SUB`: the
-/// format's sub-block size).
+/// The k-quant formats with their own kernels: tiles of four tokens, and panels of 16 where the
+/// set in use has them (`kernels::KernelTable`).
 macro_rules! k_quant_row_dot {
-    ($block:ty, $kernels:ident, $plain:ident, $sub:literal) => {
+    ($block:ty, $kernels:ident, $panels:ident) => {
         impl RowDot for $block {
             fn quantize(x: &[f32], out: &mut [BlockQ8K]) {
                 kernels::quantize_q8k(x, out);
@@ -129,56 +128,19 @@ macro_rules! k_quant_row_dot {
             }
 
             fn panelled() -> bool {
-                !matches!(kernels::KernelSet::in_use(), kernels::KernelSet::Neon | kernels::KernelSet::Portable)
+                kernels::in_use().$panels.is_some()
             }
 
             fn panel_rows(cols: usize, rows: &[Self], panels: &kernels::panels::Panels, out: &mut [f32], m: usize) {
-                let per_row = cols / 256;
-                let row_bytes = per_row * std::mem::size_of::<Self>();
-                let bytes = kernels::bytes_of(rows);
-                let row = |i: usize| &bytes[i * row_bytes..(i + 1) * row_bytes];
-                let rows_here = rows.len() / per_row;
-                match kernels::KernelSet::in_use() {
-                    // Each arm: `in_use` picks only sets the CPU runs; the rows hold whole
-                    // blocks. x86's unpacking uses AVX2, the build's baseline there.
-                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-                    // SAFETY: AVX-512 VNNI is in use only where the CPU has it (above).
-                    kernels::KernelSet::Avx512Vnni => unsafe {
-                        let unpack = |i, b, u: &mut _| kernels::$kernels::unpack(row(i), b, u);
-                        kernels::panel::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
-                    },
-                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-                    // SAFETY: AVX-VNNI is in use only where the CPU has it (above).
-                    kernels::KernelSet::AvxVnni => unsafe {
-                        let unpack = |i, b, u: &mut _| kernels::$kernels::unpack(row(i), b, u);
-                        kernels::panel_vnni256::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
-                    },
-                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-                    kernels::KernelSet::Avx2 => {
-                        // SAFETY: AVX2 is the build's baseline (above); the rows hold whole blocks.
-                        let unpack = |i, b, u: &mut _| unsafe { kernels::$kernels::unpack(row(i), b, u) };
-                        kernels::panel_avx2::matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
-                    }
-                    #[cfg(target_arch = "aarch64")]
-                    // SAFETY: i8mm is in use only where the CPU has it (above).
-                    kernels::KernelSet::NeonI8mm => unsafe {
-                        let unpack = |i, b, u: &mut _| kernels::block::$plain(row(i), b, u);
-                        kernels::neon::panel_matmul_i8mm::<$sub>(rows_here, per_row, unpack, panels, out, m)
-                    },
-                    #[cfg(target_arch = "aarch64")]
-                    // SAFETY: dot products are in use only where the CPU has them (above).
-                    kernels::KernelSet::NeonDotprod => unsafe {
-                        let unpack = |i, b, u: &mut _| kernels::block::$plain(row(i), b, u);
-                        kernels::neon::panel_matmul::<$sub>(rows_here, per_row, unpack, panels, out, m)
-                    },
-                    set => unreachable!("{} has no panel kernels (`panelled`)", set.name()),
-                }
+                let panel_kernel = kernels::in_use().$panels.expect("called only where `panelled`");
+                // SAFETY: `in_use` picks only sets this CPU runs; the rows hold whole blocks.
+                unsafe { panel_kernel(kernels::bytes_of(rows), cols / 256, panels, out, m) }
             }
         }
     };
 }
-k_quant_row_dot!(BlockQ4K, q4k, unpack_q4k, 32);
-k_quant_row_dot!(BlockQ6K, q6k, unpack_q6k, 16);
+k_quant_row_dot!(BlockQ4K, q4k, q4k_panels);
+k_quant_row_dot!(BlockQ6K, q6k, q6k_panels);
 
 impl<T: RowDot> Blocks for Typed<T> {
     fn matmul(&self, rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32]) {

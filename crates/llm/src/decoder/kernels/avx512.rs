@@ -1,6 +1,7 @@
-//! Prompt-sized batches on AVX-512 VNNI: weight rows times panels of 16 tokens, one `vpdpbusd`
-//! multiplying four weights of one row with the same four positions of all 16 tokens (64
-//! products per instruction, where the per-token kernels make 16 or fewer).
+//! The AVX-512 VNNI kernel set: per-token tiles (64 weights per instruction) and, for
+//! prompt-sized batches, weight rows times panels of 16 tokens, one `vpdpbusd` multiplying four
+//! weights of one row with the same four positions of all 16 tokens (64 products per
+//! instruction, where the per-token kernels make 16 or fewer).
 //!
 //! The tokens' bytes are laid out once per matmul (`panels::Panels`); a task's weight rows are
 //! unpacked to one byte per weight a block at a time and reused for every panel.
@@ -10,11 +11,14 @@
 //! two fused multiply-adds in block order. So a token's logits do not depend on whether its
 //! batch went through panels or tiles, nor on what else was in it.
 
-pub use super::block::Unpacked;
-use super::panels::{each_block, Layout};
-pub use super::panels::{Panels, PANEL};
-use super::Q8K_BYTES;
+use candle_core::quantized::k_quants::BlockQ8K;
 use std::arch::x86_64::*;
+
+use super::avx2;
+use super::block::{f16_at, Unpacked, Q4K_BYTES, Q6K_BYTES, Q6K_D, Q6K_HIGH, Q6K_SCALES};
+use super::panels::{each_block, Layout, Panels, PANEL};
+use super::q4k::{q4k_block, Q4kBlock};
+use super::{panel_kernel, q8k_block, token_bytes, KernelTable, QK_K, TILE};
 
 /// Weight rows multiplied with panels at once (they share each load of a panel).
 const ROWS: usize = 4;
@@ -165,71 +169,147 @@ unsafe fn accumulate<const SUB: usize, const R: usize, const P: usize>(
     }
 }
 
-/// The per-token kernels' end of a block for a tile of up to 4 tokens: each token's two
-/// integers arrive as 8 partial sums (`first[t]`, `second[t]`), are summed exactly, and go
-/// through `canonical` with token t in lane t of `acc`.
-#[inline(always)]
-unsafe fn finish_block(first: &[__m256i; 4], second: &[__m256i; 4], d: f32, m: f32, yd: __m128, acc: __m128) -> __m128 {
-    let first = _mm_cvtepi32_ps(totals(first));
-    let second = _mm_cvtepi32_ps(totals(second));
-    let acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(d), yd), first, acc);
-    _mm_fnmadd_ps(_mm_mul_ps(_mm_set1_ps(m), yd), second, acc)
-}
-
-/// A tile's end of block `b` for its `n` tokens: `finish_one` for one, else `finish_block`.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn finish_tile(
-    first: &[__m256i; 4],
-    second: &[__m256i; 4],
-    d: f32,
-    m: f32,
-    ys: &[&[u8]; 4],
-    n: usize,
-    b: usize,
-    acc: __m128,
-) -> __m128 {
-    if n == 1 {
-        finish_one(first[0], second[0], d, m, super::q8k_block(ys[0], b).0, acc)
-    } else {
-        finish_block(first, second, d, m, token_scales(ys, n, b), acc)
+/// 64 weights (two sub-blocks) per instruction: `maddubs` pairs the nibbles with the token's
+/// bytes and `dpwssd` (VNNI) scales and accumulates in one step. Each block ends in
+/// `block::canonical`, so this kernel and the panels give the same bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub unsafe fn q4k_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    let n = tokens.len();
+    let blocks = row.len() / Q4K_BYTES;
+    let ys = token_bytes(tokens);
+    let mut acc = _mm_setzero_ps();
+    let low = _mm512_set1_epi8(0xF);
+    for b in 0..blocks {
+        let Q4kBlock { d, dmin, scales: sc, mins: mn, nibbles: qs } = q4k_block(row, b);
+        // Vector j: sub-blocks 2j (low nibbles) and 2j+1 (high nibbles), in the order of
+        // the token's bytes 64j..64j+64; their scales as 16 words each.
+        let mut q4 = [_mm512_setzero_si512(); 4];
+        let mut scale = [_mm512_setzero_si512(); 4];
+        for j in 0..4 {
+            let bits = _mm256_loadu_si256(qs.add(32 * j) as *const __m256i);
+            let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(bits), _mm256_srli_epi16::<4>(bits));
+            q4[j] = _mm512_and_si512(both, low);
+            scale[j] = _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * j] as i16)),
+                _mm256_set1_epi16(sc[2 * j + 1] as i16),
+            );
+        }
+        let mins = avx2::min_pairs(&mn);
+        let mut first = [_mm256_setzero_si256(); TILE];
+        let mut second = [_mm256_setzero_si256(); TILE];
+        for t in 0..n {
+            let (_, q8) = q8k_block(ys[t], b);
+            let mut sumi = _mm512_setzero_si512();
+            for j in 0..4 {
+                let v = _mm512_loadu_si512(q8.add(64 * j) as *const _);
+                sumi = _mm512_dpwssd_epi32(sumi, scale[j], _mm512_maddubs_epi16(q4[j], v));
+            }
+            first[t] = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
+            second[t] = _mm256_madd_epi16(_mm256_loadu_si256(q8.add(QK_K) as *const __m256i), mins);
+        }
+        acc = avx2::finish_tile(&first, &second, d, dmin, &ys, n, b, acc);
     }
+    let mut sums = [0f32; TILE];
+    _mm_storeu_ps(sums.as_mut_ptr(), acc);
+    out.copy_from_slice(&sums[..n]);
 }
 
-/// `finish_block` for a tile of one token (decoding): its two integers reduced together, lane 0
-/// of `acc` updated by the same two fused multiply-adds.
-#[inline(always)]
-unsafe fn finish_one(first: __m256i, second: __m256i, d: f32, m: f32, yd: f32, acc: __m128) -> __m128 {
-    // [f01 f23 s01 s23 | f45 f67 s45 s67], then [f0123 s0123 … | f4567 s4567 …].
-    let h = _mm256_hadd_epi32(first, second);
-    let h = _mm256_hadd_epi32(h, h);
-    let totals = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h)));
-    let acc = _mm_fmadd_ss(_mm_set_ss(d * yd), totals, acc);
-    _mm_fnmadd_ss(_mm_set_ss(m * yd), _mm_movehdup_ps(totals), acc)
-}
-
-/// The sum of each of four vectors' eight 32-bit lanes, as lanes 0..4.
-#[inline(always)]
-unsafe fn totals(v: &[__m256i; 4]) -> __m128i {
-    let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
-}
-
-/// The tile's tokens' scales of block `b` (0 for lanes without a token).
-#[inline(always)]
-unsafe fn token_scales(ys: &[&[u8]; 4], n: usize, b: usize) -> __m128 {
-    let mut yd = [0f32; 4];
-    for t in 0..n {
-        let y = &ys[t][b * Q8K_BYTES..];
-        yd[t] = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+/// 64 weights per vector: `maddubs` pairs the 6-bit weights with the token's bytes and
+/// `dpwssd` (VNNI) scales and accumulates in one step. Each block ends in `block::canonical`
+/// (first integer Σ scale·q·y, second Σ scale·(16-value sum), m = 32·d), so this kernel and
+/// the panels give the same bits.
+/// Block `b`'s weights as 4 vectors of 64 bytes (0..64) in the order of the token's bytes,
+/// and its 16 scales as words.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+unsafe fn q6k_weights(row: &[u8], b: usize) -> ([__m512i; 4], __m256i, f32) {
+    let x = row.as_ptr().add(b * Q6K_BYTES);
+    let low = _mm512_set1_epi8(0xF);
+    let two = _mm512_set1_epi8(3);
+    let mut q6 = [_mm512_setzero_si512(); 4];
+    for j in 0..2 {
+        let nibbles = _mm512_loadu_si512(x.add(64 * j) as *const _);
+        let h = _mm256_loadu_si256(x.add(Q6K_HIGH + 32 * j) as *const __m256i);
+        let high = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(h), _mm256_srli_epi16::<2>(h));
+        q6[2 * j] =
+            _mm512_or_si512(_mm512_and_si512(nibbles, low), _mm512_slli_epi16::<4>(_mm512_and_si512(high, two)));
+        q6[2 * j + 1] = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16::<4>(nibbles), low),
+            _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srli_epi16::<4>(high), two)),
+        );
     }
-    _mm_loadu_ps(yd.as_ptr())
+    let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(x.add(Q6K_SCALES) as *const __m128i));
+    (q6, scales16, f16_at(&row[b * Q6K_BYTES..], Q6K_D))
 }
+
+/// Word w of vector v takes scale 4v + w/8 (each scale covers 16 weights, 8 words): the
+/// `permutexvar` indices that spread a block's 16 scales over its 4 vectors.
+const SPREAD: [[i16; 32]; 4] = {
+    let mut idx = [[0i16; 32]; 4];
+    let mut i = 0;
+    while i < 128 {
+        idx[i / 32][i % 32] = (4 * (i / 32) + i % 32 / 8) as i16;
+        i += 1;
+    }
+    idx
+};
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub unsafe fn q6k_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    let n = tokens.len();
+    let blocks = row.len() / Q6K_BYTES;
+    let ys = token_bytes(tokens);
+    let mut acc = _mm_setzero_ps();
+    let spread = SPREAD.map(|idx| _mm512_loadu_si512(idx.as_ptr() as *const _));
+    for b in 0..blocks {
+        let (q6, scales16, d) = q6k_weights(row, b);
+        let all = _mm512_castsi256_si512(scales16);
+        let scale = spread.map(|s| _mm512_permutexvar_epi16(s, all));
+        let mut first = [_mm256_setzero_si256(); TILE];
+        let mut second = [_mm256_setzero_si256(); TILE];
+        for t in 0..n {
+            let (_, q8) = q8k_block(ys[t], b);
+            let mut sumi = _mm512_setzero_si512();
+            for v in 0..4 {
+                let y = _mm512_loadu_si512(q8.add(64 * v) as *const _);
+                sumi = _mm512_dpwssd_epi32(sumi, scale[v], _mm512_maddubs_epi16(q6[v], y));
+            }
+            first[t] = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
+            second[t] = _mm256_madd_epi16(_mm256_loadu_si256(q8.add(256) as *const __m256i), scales16);
+        }
+        acc = avx2::finish_tile(&first, &second, d, 32.0 * d, &ys, n, b, acc);
+    }
+    let mut sums = [0f32; TILE];
+    _mm_storeu_ps(sums.as_mut_ptr(), acc);
+    out.copy_from_slice(&sums[..n]);
+}
+
+// The set's table: its own tiles and panels, over AVX2's unpacking.
+panel_kernel!(
+    /// # Safety
+    /// The CPU must have AVX-512 F/BW/VNNI.
+    q4k_panels, matmul, avx2::unpack_q4k, 32, Q4K_BYTES
+);
+panel_kernel!(
+    /// # Safety
+    /// The CPU must have AVX-512 F/BW/VNNI.
+    q6k_panels, matmul, avx2::unpack_q6k, 16, Q6K_BYTES
+);
+
+/// AVX-512 VNNI's kernels.
+pub static TABLE: KernelTable = KernelTable {
+    q4k_tile,
+    q6k_tile,
+    q4k_panels: Some(q4k_panels),
+    q6k_panels: Some(q6k_panels),
+    q8_0_dot: super::q8_0::candle_x86,
+};
 
 #[cfg(test)]
 mod tests {
-    use super::super::block::canonical;
-    use super::super::{bytes_of, cpu_has_avx512_vnni, q4k, q6k, KernelSet, TileKernel, Tiles, TILE};
+    use super::super::block::{self, canonical};
+    use super::super::panels::PANEL;
+    use super::super::{avxvnni, bytes_of, cpu_has_avx512_vnni, KernelSet, KernelTable, TileKernel, Q8K_BYTES};
     use super::*;
     use candle_core::quantized::k_quants::{BlockQ4K, BlockQ6K, BlockQ8K, GgmlType};
 
@@ -288,7 +368,7 @@ mod tests {
         sub: usize,
         unpack: unsafe fn(&[u8], usize, &mut Unpacked),
         plain_unpack: fn(&[u8], usize, &mut Unpacked),
-        tiles: &Tiles,
+        tile: fn(&KernelTable) -> TileKernel,
     ) {
         if !cpu_has_avx512_vnni() {
             println!("this CPU has no AVX-512 VNNI: only the AVX2 panels and tiles run here");
@@ -296,7 +376,7 @@ mod tests {
         // 4 and 5 panels: groups of three panels, of two and of one; 6 rows: a group of four
         // and two alone.
         for m in [4 * PANEL, 5 * PANEL] {
-            agree_over::<T>(m, sub, unpack, plain_unpack, tiles);
+            agree_over::<T>(m, sub, unpack, plain_unpack, tile);
         }
     }
 
@@ -305,7 +385,7 @@ mod tests {
         sub: usize,
         unpack: unsafe fn(&[u8], usize, &mut Unpacked),
         plain_unpack: fn(&[u8], usize, &mut Unpacked),
-        kernels: &Tiles,
+        tile_of: fn(&KernelTable) -> TileKernel,
     ) {
         let (rows, cols) = (6, 16 * 256);
         let w = weights(rows, cols);
@@ -322,8 +402,8 @@ mod tests {
         let vnni = cpu_has_avx512_vnni();
         let mut outs = vec![("AVX2 panels", vec![f32::NAN; rows * m])];
         match sub {
-            32 => super::super::panel_avx2::matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut outs[0].1, m),
-            _ => super::super::panel_avx2::matmul::<16>(rows, cols / 256, unpack_row, &panels, &mut outs[0].1, m),
+            32 => avx2::matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut outs[0].1, m),
+            _ => avx2::matmul::<16>(rows, cols / 256, unpack_row, &panels, &mut outs[0].1, m),
         }
         if vnni {
             let mut out = vec![f32::NAN; rows * m];
@@ -341,15 +421,16 @@ mod tests {
             // SAFETY: AVX-VNNI checked above; rows and panels hold whole blocks.
             unsafe {
                 match sub {
-                    32 => super::super::panel_vnni256::matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut out, m),
-                    _ => super::super::panel_vnni256::matmul::<16>(rows, cols / 256, unpack_row, &panels, &mut out, m),
+                    32 => avxvnni::matmul::<32>(rows, cols / 256, unpack_row, &panels, &mut out, m),
+                    _ => avxvnni::matmul::<16>(rows, cols / 256, unpack_row, &panels, &mut out, m),
                 }
             }
             outs.push(("256-bit VNNI panels", out));
         }
-        let mut tiles: Vec<(&str, TileKernel)> = vec![("AVX2 tiles", kernels.avx2), ("plain tiles", kernels.portable)];
+        let mut tiles: Vec<(&str, TileKernel)> =
+            vec![("AVX2 tiles", tile_of(&avx2::TABLE)), ("plain tiles", tile_of(&block::TABLE))];
         if vnni {
-            tiles.push(("AVX-512 tiles", kernels.avx512));
+            tiles.push(("AVX-512 tiles", tile_of(&TABLE)));
         }
         for r in 0..rows {
             let row = &blocks[r * cols / 256..(r + 1) * cols / 256];
@@ -451,7 +532,7 @@ mod tests {
                 (
                     "AVX2 panels",
                     Box::new(|task: usize, out: &mut [f32]| {
-                        super::super::panel_avx2::matmul::<SUB>(16, cols / 256, unpacking(task), &panels, out, m)
+                        avx2::matmul::<SUB>(16, cols / 256, unpacking(task), &panels, out, m)
                     }),
                 ),
             ];
@@ -460,7 +541,7 @@ mod tests {
                     "256-bit VNNI panels",
                     // SAFETY: AVX-VNNI checked above; rows and panels hold whole blocks.
                     Box::new(|task: usize, out: &mut [f32]| unsafe {
-                        super::super::panel_vnni256::matmul::<SUB>(16, cols / 256, unpacking(task), &panels, out, m)
+                        avxvnni::matmul::<SUB>(16, cols / 256, unpacking(task), &panels, out, m)
                     }),
                 ));
             }
@@ -501,17 +582,17 @@ mod tests {
                 println!("{line}");
             }
         }
-        speeds::<BlockQ4K, 32>(q4k::unpack, q4k::TILES.avx2);
-        speeds::<BlockQ6K, 16>(q6k::unpack, q6k::TILES.avx2);
+        speeds::<BlockQ4K, 32>(avx2::unpack_q4k, avx2::q4k_tile);
+        speeds::<BlockQ6K, 16>(avx2::unpack_q6k, avx2::q6k_tile);
     }
 
     #[test]
     fn q4k_panels_give_the_per_token_kernels_bits() {
-        agree::<BlockQ4K>(32, q4k::unpack, super::super::block::unpack_q4k, &q4k::TILES);
+        agree::<BlockQ4K>(32, avx2::unpack_q4k, block::unpack_q4k, |t| t.q4k_tile);
     }
 
     #[test]
     fn q6k_panels_give_the_per_token_kernels_bits() {
-        agree::<BlockQ6K>(16, q6k::unpack, super::super::block::unpack_q6k, &q6k::TILES);
+        agree::<BlockQ6K>(16, avx2::unpack_q6k, block::unpack_q6k, |t| t.q6k_tile);
     }
 }

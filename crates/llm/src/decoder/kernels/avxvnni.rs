@@ -1,4 +1,4 @@
-//! The panels (`panel.rs`) for CPUs with 256-bit VNNI but not AVX-512 (AVX-VNNI: Intel since
+//! The 256-bit VNNI kernel set: the panels (as `avx512.rs`'s) for CPUs with 256-bit VNNI but not AVX-512 (AVX-VNNI: Intel since
 //! Alder Lake, AMD since Zen 5): each panel of 16 tokens as two halves of 8, one `vpdpbusd`
 //! multiplying four weights of a row with the same four positions of 8 tokens into their
 //! 32-bit sums, where AVX2 needs `vpmaddubsw`, an add and later a `vpmaddwd`.
@@ -10,8 +10,10 @@
 //! Exactness: the same two integers per (row, token) block as every other kernel, then
 //! `canonical`'s two fused multiply-adds.
 
-use super::block::Unpacked;
+use super::avx2;
+use super::block::{Unpacked, Q4K_BYTES, Q6K_BYTES};
 use super::panels::{each_block, Layout, Panels, PANEL};
+use super::{panel_kernel, KernelTable};
 
 /// Weight rows multiplied with a panel at once: 3 rows × 2 halves × 2 sums (the sub-block's
 /// and the block's), 2 token vectors and a broadcast fill 15 of the 16 registers.
@@ -145,3 +147,24 @@ pub unsafe fn matmul<const SUB: usize>(
         quire_simd::VnniEncoding::Evex => evex::matmul::<SUB>(rows, blocks, unpack, panels, out, stride),
     }
 }
+
+// The set's table: its own panels; AVX2's tiles (a few tokens a pass gain little from VNNI).
+panel_kernel!(
+    /// # Safety
+    /// The CPU must run `KernelSet::AvxVnni`.
+    q4k_panels, matmul, avx2::unpack_q4k, 32, Q4K_BYTES
+);
+panel_kernel!(
+    /// # Safety
+    /// The CPU must run `KernelSet::AvxVnni`.
+    q6k_panels, matmul, avx2::unpack_q6k, 16, Q6K_BYTES
+);
+
+/// 256-bit VNNI's kernels.
+pub static TABLE: KernelTable = KernelTable {
+    q4k_tile: avx2::q4k_tile,
+    q6k_tile: avx2::q6k_tile,
+    q4k_panels: Some(q4k_panels),
+    q6k_panels: Some(q6k_panels),
+    q8_0_dot: super::q8_0::candle_x86,
+};

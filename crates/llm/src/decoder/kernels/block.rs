@@ -1,10 +1,12 @@
 //! What every kernel reduces a (weight block, token block) pair to, on every CPU: the block's
 //! weights as bytes in the order of the token's bytes, its sub-block scales, and two exact
 //! integers per token that `canonical` turns into the running sum. Here too the plain-Rust
-//! form of it all, the kernel of CPUs without one of their own and the reference the others
-//! are tested against bit for bit.
+//! form of it all: the portable kernel set, for CPUs without one of their own, and the
+//! reference the others are tested against bit for bit.
 
-use super::{Q8K_BYTES, QK_K};
+use candle_core::quantized::k_quants::BlockQ8K;
+
+use super::{token_bytes, KernelTable, Q8K_BYTES, QK_K};
 
 /// Q4_K's byte layout (`repr(C)` in candle, fields private): d, dmin (f16), 12 bytes of packed
 /// 6-bit scales and mins, 128 bytes of nibbles.
@@ -174,3 +176,17 @@ pub fn dot_tile(
         }
     }
 }
+
+fn q4k_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    let ys = token_bytes(tokens);
+    dot_tile(row, Q4K_BYTES, 32, unpack_q4k, &ys[..tokens.len()], out)
+}
+
+fn q6k_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
+    let ys = token_bytes(tokens);
+    dot_tile(row, Q6K_BYTES, 16, unpack_q6k, &ys[..tokens.len()], out)
+}
+
+/// The plain-Rust kernels: tiles, no panels.
+pub static TABLE: KernelTable =
+    KernelTable { q4k_tile, q6k_tile, q4k_panels: None, q6k_panels: None, q8_0_dot: super::q8_0::plain };

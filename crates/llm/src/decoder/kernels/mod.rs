@@ -5,27 +5,29 @@
 //! each token. A token's result is computed by the same instructions in the same order
 //! whatever the tile holds, so it is bit-identical to computing it alone.
 //!
-//! Prompt-sized batches go through panels of 16 tokens (`panel` with AVX-512 VNNI,
-//! `panel_vnni256` with 256-bit VNNI, `panel_avx2`), which multiply several rows with all 16 at
-//! once.
+//! Prompt-sized batches go through panels of 16 tokens, which multiply several rows with all 16
+//! at once.
 //!
 //! Kernel sets (`KernelSet`), chosen once per process: on x86-64 the build baseline is
-//! x86-64-v3 (AVX2) and AVX-512 VNNI runs where the CPU has it; on 64-bit ARM NEON, with `sdot`
-//! where the CPU has dot products (`neon`); elsewhere plain Rust (`block`). Every kernel ends
-//! each block in the same two exact integers and the same two fused multiply-adds
-//! (`block::canonical`), so they all give the same bits on every CPU.
+//! x86-64-v3 (AVX2) and AVX-512 VNNI or 256-bit VNNI runs where the CPU has it; on 64-bit ARM
+//! NEON, with `sdot` where the CPU has dot products and `smmla` where it has i8mm; elsewhere
+//! plain Rust. Each set is one file (`avx512.rs`, `avxvnni.rs`, `avx2.rs`, `neon.rs`, and
+//! `block.rs`, the plain form every other is tested against) with its `KernelTable`; `table`
+//! is the one place a set is looked up. Every kernel ends each block in the same two exact
+//! integers and the same two fused multiply-adds (`block::canonical`), so they all give the
+//! same bits on every CPU.
 
-use candle_core::quantized::k_quants::BlockQ8K;
+use candle_core::quantized::k_quants::{BlockQ8K, BlockQ8_0};
 
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub mod avx2;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub mod avx512;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub mod avxvnni;
 pub mod block;
 #[cfg(target_arch = "aarch64")]
 pub mod neon;
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub mod panel;
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub mod panel_avx2;
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub mod panel_vnni256;
 pub mod panels;
 pub mod q4k;
 pub mod q6k;
@@ -75,46 +77,65 @@ pub fn cpu_has_avx512_vnni() -> bool {
 /// A tile kernel's signature: one row's blocks (as bytes), up to `TILE` tokens, their results.
 pub type TileKernel = unsafe fn(&[u8], &[&[BlockQ8K]], &mut [f32]);
 
-/// A format's tile kernel in every set this build has, and its plain-Rust form.
-pub struct Tiles {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    pub avx512: TileKernel,
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    pub avx2: TileKernel,
-    #[cfg(target_arch = "aarch64")]
-    pub dotprod: TileKernel,
-    #[cfg(target_arch = "aarch64")]
-    pub neon: TileKernel,
-    pub portable: fn(&[u8], &[&[BlockQ8K]], &mut [f32]),
+/// A panel kernel's signature: a task's weight rows (whole blocks, `per_row` to a row) times
+/// every panel's tokens, into `out[i * stride + t]`.
+pub type PanelKernel = unsafe fn(&[u8], usize, &panels::Panels, &mut [f32], usize);
+
+/// One kernel set: what it multiplies each format with.
+pub struct KernelTable {
+    /// Q4_K and Q6_K rows against up to `TILE` tokens.
+    pub q4k_tile: TileKernel,
+    pub q6k_tile: TileKernel,
+    /// Q4_K and Q6_K rows against panels of 16 tokens, where the set has panels.
+    pub q4k_panels: Option<PanelKernel>,
+    pub q6k_panels: Option<PanelKernel>,
+    /// Q8_0 × Q8_0 (one token), in candle's x86 arithmetic.
+    pub q8_0_dot: unsafe fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32,
 }
 
-impl Tiles {
-    /// This format's kernel of `set`.
-    pub fn of(&self, set: KernelSet) -> TileKernel {
-        match set {
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            KernelSet::Avx512Vnni => self.avx512,
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            KernelSet::Avx2 => self.avx2,
-            // The 256-bit VNNI set has no tiles of its own: AVX2's.
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            KernelSet::AvxVnni => self.avx2,
-            #[cfg(target_arch = "aarch64")]
-            // i8mm is for the panels; the tiles (a few tokens) take dot products.
-            KernelSet::NeonI8mm | KernelSet::NeonDotprod => self.dotprod,
-            #[cfg(target_arch = "aarch64")]
-            KernelSet::Neon => self.neon,
-            _ => self.portable,
+/// The kernels of `set`. Calling them is sound only where the CPU runs `set`
+/// (`KernelSet::runnable`).
+pub fn table(set: KernelSet) -> &'static KernelTable {
+    match set {
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        KernelSet::Avx512Vnni => &avx512::TABLE,
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        KernelSet::AvxVnni => &avxvnni::TABLE,
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        KernelSet::Avx2 => &avx2::TABLE,
+        #[cfg(target_arch = "aarch64")]
+        KernelSet::NeonI8mm => &neon::I8MM,
+        #[cfg(target_arch = "aarch64")]
+        KernelSet::NeonDotprod => &neon::DOTPROD,
+        #[cfg(target_arch = "aarch64")]
+        KernelSet::Neon => &neon::PLAIN,
+        _ => &block::TABLE,
+    }
+}
+
+/// The kernels of the set in use (`KernelSet::in_use`: one this CPU runs).
+pub fn in_use() -> &'static KernelTable {
+    table(KernelSet::in_use())
+}
+
+/// A set's panel kernel for one format as a `PanelKernel`: the task's rows sliced out of the
+/// bytes, unpacked by `$unpack`, multiplied by `$matmul::<$sub>`.
+macro_rules! panel_kernel {
+    ($(#[$doc:meta])* $name:ident, $matmul:ident, $unpack:path, $sub:literal, $block_bytes:expr) => {
+        $(#[$doc])*
+        #[allow(unused_unsafe)]
+        unsafe fn $name(rows: &[u8], per_row: usize, panels: &Panels, out: &mut [f32], stride: usize) {
+            let row_bytes = per_row * $block_bytes;
+            let row = |i: usize| &rows[i * row_bytes..(i + 1) * row_bytes];
+            // SAFETY: the kernel runs on a CPU with its set (this function's contract) and each
+            // row holds whole blocks.
+            let unpack = |i: usize, b: usize, u: &mut Unpacked| unsafe { $unpack(row(i), b, u) };
+            // SAFETY: as above.
+            unsafe { $matmul::<$sub>(rows.len() / row_bytes, per_row, unpack, panels, out, stride) }
         }
-    }
-
-    /// `out[t] = row · tokens[t]` for up to `TILE` tokens, by the set in use.
-    pub fn dot(&self, row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
-        debug_assert!(tokens.len() <= TILE && out.len() == tokens.len());
-        // SAFETY: `in_use` picks only sets this CPU runs (`runnable`).
-        unsafe { self.of(KernelSet::in_use())(row, tokens, out) }
-    }
+    };
 }
+pub(crate) use panel_kernel;
 
 /// The kernels in use, for benchmark and log lines.
 pub fn kernel_name() -> &'static str {
@@ -257,19 +278,25 @@ mod set_tests {
     use candle_core::quantized::k_quants::GgmlType;
 
     /// Every set's results for 8 rows × 7 tokens, in tiles of 4 and 3, and one token alone.
-    fn results(tiles: &Tiles, set: KernelSet, rows: &[u8], row_bytes: usize, tokens: &[Vec<BlockQ8K>]) -> Vec<u32> {
+    fn results(
+        tile_of: fn(&KernelTable) -> TileKernel,
+        set: KernelSet,
+        rows: &[u8],
+        row_bytes: usize,
+        tokens: &[Vec<BlockQ8K>],
+    ) -> Vec<u32> {
         let refs: Vec<&[BlockQ8K]> = tokens.iter().map(|t| t.as_slice()).collect();
         let mut bits = Vec::new();
         for row in rows.chunks(row_bytes) {
             for tile in refs.chunks(TILE) {
                 let mut out = vec![f32::NAN; tile.len()];
                 // SAFETY: `set` is one this CPU runs (`runnable`).
-                unsafe { tiles.of(set)(row, tile, &mut out) };
+                unsafe { tile_of(table(set))(row, tile, &mut out) };
                 bits.extend(out.iter().map(|v| v.to_bits()));
             }
             let mut alone = [f32::NAN];
             // SAFETY: `set` is one this CPU runs (`runnable`); the row and tokens hold whole blocks.
-            unsafe { tiles.of(set)(row, &refs[5..6], &mut alone) };
+            unsafe { tile_of(table(set))(row, &refs[5..6], &mut alone) };
             assert_eq!(alone[0].to_bits(), bits[bits.len() - 2], "{}: token 5 alone and in its tile", set.name());
         }
         bits
@@ -287,9 +314,11 @@ mod set_tests {
     fn every_kernel_set_gives_the_recorded_bits() {
         let blocks = 6;
         let tokens = tokens(11, 7, blocks);
+        let q4k_tile: fn(&KernelTable) -> TileKernel = |t| t.q4k_tile;
+        let q6k_tile: fn(&KernelTable) -> TileKernel = |t| t.q6k_tile;
         for (name, tiles, block_bytes, scale_at, recorded) in [
-            ("Q4_K", &q4k::TILES, Q4K_BYTES, &[0usize, 2][..], 1508532872545149749u64),
-            ("Q6_K", &q6k::TILES, Q6K_BYTES, &[block::Q6K_D][..], 857392238854436711u64),
+            ("Q4_K", q4k_tile, Q4K_BYTES, &[0usize, 2][..], 1508532872545149749u64),
+            ("Q6_K", q6k_tile, Q6K_BYTES, &[block::Q6K_D][..], 857392238854436711u64),
         ] {
             let rows = rows(3, 8, blocks, block_bytes, scale_at);
             let plain = results(tiles, KernelSet::Portable, &rows, blocks * block_bytes, &tokens);

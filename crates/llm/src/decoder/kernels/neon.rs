@@ -1,5 +1,5 @@
-//! The tile and panel kernels on 64-bit ARM: a block's weights unpacked once into 16 vectors of 16 bytes
-//! for the tile, each sub-block's products summed by `sdot` (ARMv8.2 dot products) or, on
+//! The kernel sets of 64-bit ARM (NEON alone, with dot products, with i8mm): the tiles, a
+//! block's weights unpacked once into 16 vectors of 16 bytes for the tile, each sub-block's products summed by `sdot` (ARMv8.2 dot products) or, on
 //! CPUs without it, by `smull` and pairwise adds; then per token the block's two exact
 //! integers and `block::canonical`, as every kernel set does, so ARM gives x86's bits.
 //!
@@ -7,11 +7,12 @@
 //! unsigned (0..16 for Q4_K, 0..64 for Q6_K) and fit a signed byte, so the signed form serves.
 
 use super::block::{
-    canonical, f16_at, q4k_scales_and_mins, Unpacked, Q4K_BYTES, Q6K_BYTES, Q6K_D, Q6K_HIGH, Q6K_SCALES,
+    canonical, f16_at, q4k_scales_and_mins, unpack_q4k, unpack_q6k, Unpacked, Q4K_BYTES, Q6K_BYTES, Q6K_D, Q6K_HIGH,
+    Q6K_SCALES,
 };
 use super::panels::{each_block, Layout, Panels, PANEL};
-use super::{token_bytes, Q8K_BYTES, QK_K, TILE};
-use candle_core::quantized::k_quants::BlockQ8K;
+use super::{bytes_of, panel_kernel, token_bytes, KernelTable, Q8K_BYTES, QK_K, TILE};
+use candle_core::quantized::k_quants::{BlockQ8K, BlockQ8_0};
 use quire_simd::neon::{sdot, sdot_lane, smmla};
 use std::arch::aarch64::*;
 
@@ -392,10 +393,126 @@ unsafe fn accumulate_mm<const SUB: usize, const RP: usize>(
     }
 }
 
+/// Q8_0 × Q8_0 in x86's arithmetic (`q8_0.rs`): 8 lanes of 4 neighbouring products each.
+mod q8_0 {
+    use super::super::q8_0::{scale, BYTES};
+    use std::arch::aarch64::*;
+
+    /// The 8 lanes' sums of 4 neighbouring products, as two vectors of 4. (No closure here: a
+    /// closure is a function of its own, without the caller's `dotprod`, and `sdot`'s inline
+    /// assembly would not assemble in it.)
+    #[inline(always)]
+    unsafe fn sums<const SDOT: bool>(x: *const i8, y: *const i8) -> [int32x4_t; 2] {
+        [sum_of_16::<SDOT>(x, y), sum_of_16::<SDOT>(x.add(16), y.add(16))]
+    }
+
+    /// 4 lanes, each the sum of 4 neighbouring products of 16 bytes of `x` and `y`.
+    #[inline(always)]
+    unsafe fn sum_of_16<const SDOT: bool>(x: *const i8, y: *const i8) -> int32x4_t {
+        let (a, b) = (vld1q_s8(x), vld1q_s8(y));
+        if SDOT {
+            quire_simd::neon::sdot(vdupq_n_s32(0), a, b)
+        } else {
+            let low = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+            let high = vpaddlq_s16(vmull_high_s8(a, b));
+            vpaddq_s32(low, high)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot<const SDOT: bool>(row: &[u8], token: &[u8]) -> f32 {
+        let mut lanes = [vdupq_n_f32(0.0); 2];
+        for (x, y) in row.chunks_exact(BYTES).zip(token.chunks_exact(BYTES)) {
+            let d = vdupq_n_f32(scale(x) * scale(y));
+            let s = sums::<SDOT>(x.as_ptr().add(2) as *const i8, y.as_ptr().add(2) as *const i8);
+            for h in 0..2 {
+                lanes[h] = vfmaq_f32(lanes[h], d, vcvtq_f32_s32(s[h]));
+            }
+        }
+        let mut all = [0f32; 8];
+        vst1q_f32(all.as_mut_ptr(), lanes[0]);
+        vst1q_f32(all.as_mut_ptr().add(4), lanes[1]);
+        quire_simd::plain::hsum(all)
+    }
+
+    /// # Safety
+    /// The CPU must have the dot product extension.
+    #[target_feature(enable = "dotprod")]
+    pub unsafe fn dot_dotprod(row: &[u8], token: &[u8]) -> f32 {
+        dot::<true>(row, token)
+    }
+
+    /// # Safety
+    /// None beyond the slices' (NEON is part of every aarch64 CPU).
+    pub unsafe fn dot_plain(row: &[u8], token: &[u8]) -> f32 {
+        dot::<false>(row, token)
+    }
+}
+
+/// Q8_0 rows with `sdot`.
+///
+/// # Safety
+/// The CPU must have the dot product extension.
+unsafe fn q8_0_dotprod(row: &[BlockQ8_0], token: &[BlockQ8_0]) -> f32 {
+    q8_0::dot_dotprod(bytes_of(row), bytes_of(token))
+}
+
+/// Q8_0 rows with NEON alone.
+///
+/// # Safety
+/// None beyond the slices' (NEON is part of every aarch64 CPU).
+unsafe fn q8_0_plain(row: &[BlockQ8_0], token: &[BlockQ8_0]) -> f32 {
+    q8_0::dot_plain(bytes_of(row), bytes_of(token))
+}
+
+// The three sets' tables: NEON alone (tiles), with dot products (tiles and panels), with i8mm
+// (its own panels, the dot-product tiles).
+panel_kernel!(
+    /// # Safety
+    /// The CPU must have the dot product extension.
+    q4k_panels_dotprod, panel_matmul, unpack_q4k, 32, Q4K_BYTES
+);
+panel_kernel!(
+    /// # Safety
+    /// The CPU must have the dot product extension.
+    q6k_panels_dotprod, panel_matmul, unpack_q6k, 16, Q6K_BYTES
+);
+panel_kernel!(
+    /// # Safety
+    /// The CPU must have the dot product and int8 matrix multiply extensions.
+    q4k_panels_i8mm, panel_matmul_i8mm, unpack_q4k, 32, Q4K_BYTES
+);
+panel_kernel!(
+    /// # Safety
+    /// The CPU must have the dot product and int8 matrix multiply extensions.
+    q6k_panels_i8mm, panel_matmul_i8mm, unpack_q6k, 16, Q6K_BYTES
+);
+
+/// NEON with dot products and int8 matrix multiplies.
+pub static I8MM: KernelTable = KernelTable {
+    q4k_tile: q4k_dotprod,
+    q6k_tile: q6k_dotprod,
+    q4k_panels: Some(q4k_panels_i8mm),
+    q6k_panels: Some(q6k_panels_i8mm),
+    q8_0_dot: q8_0_dotprod,
+};
+
+/// NEON with dot products.
+pub static DOTPROD: KernelTable = KernelTable {
+    q4k_tile: q4k_dotprod,
+    q6k_tile: q6k_dotprod,
+    q4k_panels: Some(q4k_panels_dotprod),
+    q6k_panels: Some(q6k_panels_dotprod),
+    q8_0_dot: q8_0_dotprod,
+};
+
+/// NEON alone: tiles, no panels.
+pub static PLAIN: KernelTable =
+    KernelTable { q4k_tile: q4k_plain, q6k_tile: q6k_plain, q4k_panels: None, q6k_panels: None, q8_0_dot: q8_0_plain };
+
 #[cfg(test)]
 mod tests {
-    use super::super::block::{unpack_q4k, unpack_q6k};
-    use super::super::{bytes_of, q4k, q6k, quantize_q8k, Tiles};
+    use super::super::{block, quantize_q8k, TileKernel};
     use super::*;
     use candle_core::quantized::k_quants::{BlockQ4K, BlockQ6K, GgmlType};
     use quire_simd::KernelSet;
@@ -405,7 +522,7 @@ mod tests {
     /// panels and a part one whose empty lanes are dropped).
     fn agree<T: GgmlType<VecDotType = BlockQ8K>, const SUB: usize>(
         unpack: fn(&[u8], usize, &mut Unpacked),
-        tiles: &Tiles,
+        plain_tile: TileKernel,
     ) {
         let (rows, cols, m, lanes) = (7, 4 * 256, 37, 48);
         let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 300.0).collect();
@@ -451,7 +568,8 @@ mod tests {
             for r in 0..rows {
                 for t in 0..m {
                     let mut want = [0f32];
-                    (tiles.portable)(row(r), &[&tokens[t]], &mut want);
+                    // SAFETY: the plain kernel runs on every CPU; the row and token hold whole blocks.
+                    unsafe { plain_tile(row(r), &[&tokens[t]], &mut want) };
                     assert_eq!(out[r * lanes + t].to_bits(), want[0].to_bits(), "{name}: row {r} token {t}");
                 }
             }
@@ -460,11 +578,11 @@ mod tests {
 
     #[test]
     fn q4k_panels_give_the_plain_kernels_bits() {
-        agree::<BlockQ4K, 32>(unpack_q4k, &q4k::TILES);
+        agree::<BlockQ4K, 32>(unpack_q4k, block::TABLE.q4k_tile);
     }
 
     #[test]
     fn q6k_panels_give_the_plain_kernels_bits() {
-        agree::<BlockQ6K, 16>(unpack_q6k, &q6k::TILES);
+        agree::<BlockQ6K, 16>(unpack_q6k, block::TABLE.q6k_tile);
     }
 }

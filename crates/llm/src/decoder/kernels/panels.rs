@@ -1,5 +1,5 @@
-//! A prompt-sized batch laid out for the panel kernels (`panel` with AVX-512 VNNI,
-//! `panel_vnni256`, `panel_avx2`, `neon`'s with dot products), and the loop they all run over
+//! A prompt-sized batch laid out for the panel kernels (`avx512`, `avxvnni`, `avx2`, `neon`'s
+//! with dot products and with i8mm), and the loop they all run over
 //! a task's weight rows: plain Rust, the same on every CPU.
 //!
 //! The tokens' bytes are laid out once per matmul so that the four bytes of each token at
