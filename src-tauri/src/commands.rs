@@ -34,7 +34,7 @@ pub(crate) fn said(e: &anyhow::Error) -> String {
         Some(Remedy::ImportKeyBackup) => {
             format!("{text} (Import key backup… on the lock screen, or Settings → Privacy → Import key)")
         }
-        Some(Remedy::ResumeIngestion) => format!("{text}: add the files again to go on (those already in are skipped)"),
+        Some(Remedy::ResumeIngestion) => format!("{text} by adding the files again (those already in are skipped)"),
         None => text,
     }
 }
@@ -726,11 +726,15 @@ mod tests {
         let key = say(anyhow::Error::new(quire_vault_error_key_missing()).context("opening the collection"));
         assert!(key.contains("Import key backup… on the lock screen"), "{key}");
         let full = say(quire_engine::Remedied {
-            problem: "the disk is full".into(),
+            problem: "the disk is full; free some space, then go on from where it stopped".into(),
             remedy: quire_engine::Remedy::ResumeIngestion,
         }
         .into());
-        assert_eq!(full, "the disk is full: add the files again to go on (those already in are skipped)");
+        assert_eq!(
+            full,
+            "the disk is full; free some space, then go on from where it stopped by adding the files again (those \
+             already in are skipped)"
+        );
         for s in [empty, said, damaged, key, full] {
             assert!(!s.contains("`quire ") && !s.contains("quire repair") && !s.contains("quire key"), "{s}");
         }

@@ -210,7 +210,7 @@ fn said(e: &anyhow::Error) -> String {
         Some(Remedy::ImportKeyBackup) => {
             return format!("{text} (`quire key import BACKUP-FILE` imports a key backup)")
         }
-        Some(Remedy::ResumeIngestion) => return format!("{text}: `quire ingest` goes on"),
+        Some(Remedy::ResumeIngestion) => return format!("{text} with `quire ingest`"),
         None => {}
     }
     match e.downcast_ref::<quire_engine::MissingModel>().map(|m| m.known) {
