@@ -66,6 +66,9 @@ impl Engine {
                 if let Some(draft) = self.config.draft_path.as_deref().filter(|d| !installed(ModelUse::Draft, d)) {
                     return Err(MissingModel::at(ModelUse::Draft, draft).into());
                 }
+                // The baseline of the memory panel's prediction: what the process holds, not
+                // what it freed and the allocator kept.
+                crate::allocator::return_freed_memory();
                 let before = memory::MemoryReading::now().process_rss_bytes;
                 self.rss_before_llm.store(before, Ordering::SeqCst);
                 let llm = Llm::load_with_draft(&self.config.llm_path, self.config.draft_path.as_deref()).await;
