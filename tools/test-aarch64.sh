@@ -9,7 +9,8 @@
 #      and i8mm), `neoverse-n1` (dot products, no i8mm) and `cortex-a72` (NEON alone); each
 #      must pick the kernel set it is expected to.
 #   2. The decoder's exactness tests and the embedder's reference tests under `max` and
-#      `neoverse-n1` (the i8mm panels, then the dot-product ones).
+#      `neoverse-n1` (the i8mm panels, then the dot-product ones), and the 0.5B Q4_K_M model's
+#      logits against the bits recorded on x86-64.
 #   3. The command line's fast scenario under `max` and `neoverse-n1` against the x86-64 build
 #      on the same documents and models: ingest, list, search in all three modes, ask with the
 #      tiny model and with the 0.5B Qwen (Q4_K/Q6_K: the NEON tiles and panels), the same bytes
@@ -69,6 +70,9 @@ part exactness && for cpu in $ARM_CPUS; do
   echo "--- the decoder's exactness and the embedder's reference tests, qemu -cpu $cpu"
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$(runner "$cpu")" \
     cargo test "${build[@]}" --test decoder --test reference -- --skip speed --skip sampling || failed=1
+  # The 0.5B Q4_K_M model's logits by panels and by tiles: x86-64's bits (a full-tier test).
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$(runner "$cpu")" \
+    cargo test "${build[@]}" --test decoder -- --ignored --exact a_q4_k_m_model_gives_the_recorded_logits_by_panels_and_by_tiles || failed=1
 done
 
 if ! part scenario; then

@@ -448,3 +448,28 @@ fn the_candle_network_matches_the_cpu_kernels_and_does_not_depend_on_batching() 
         same(&after_move, row(34, 36), &format!("width {width:?}: after a move"));
     }
 }
+
+/// A Q4_K_M model (Qwen2.5-Coder-0.5B: its matrices in Q4_K and Q6_K, the kernels' own
+/// formats, where the tiny model's are widened to Q8_0): a 48-token prompt through the panels
+/// and the same tokens one at a time through the tiles give the same last logits, and their
+/// bits are the ones recorded on x86-64 (AVX-512 VNNI, 2026-12-05). Every kernel set gives them:
+/// `QUIRE_KERNELS=avx2` or `portable` here, NEON under qemu (tools/test-aarch64.sh).
+#[test]
+#[ignore = "full tier (scripts/test.sh --full): the 0.5B model"]
+fn a_q4_k_m_model_gives_the_recorded_logits_by_panels_and_by_tiles() {
+    let model = Transformer::load(&quire_testkit::model(&quire_models::QWEN_0_5B)).unwrap();
+    let tokens: Vec<u32> = (0..48).map(|i| 1000 + i * 37).collect();
+    let mut cache = model.new_cache(64);
+    let batched = model.forward(&tokens, &mut cache, 47).unwrap();
+    let mut cache = model.new_cache(64);
+    for t in &tokens[..47] {
+        model.forward(&[*t], &mut cache, usize::MAX).unwrap();
+    }
+    let alone = model.forward(&tokens[47..], &mut cache, 0).unwrap();
+    assert!(batched.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()), "panels and tiles differ");
+    let digest =
+        batched.iter().fold(0xcbf29ce484222325u64, |h, v| (h ^ v.to_bits() as u64).wrapping_mul(0x100000001b3));
+    let best = batched.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+    println!("kernels {}: logits digest {digest}, best token {best}", quire_llm::decoder::kernel_name());
+    assert_eq!(digest, 12481446713971128534, "the logits' bits differ from x86-64's");
+}
