@@ -6,7 +6,8 @@
 #   scripts/test.sh          the fast tier: the small embedder and the tiny model, a slice of
 #                            the answer evaluation (for every change)
 #   scripts/test.sh --full   adds the default-model tests (answer evaluation on 44 questions,
-#                            speculative = plain on 12, memory prediction); CI runs this
+#                            speculative = plain on 12, a Q4_K_M model's logits against the
+#                            bits recorded on x86-64, memory prediction); CI runs this
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quire/target}"
