@@ -369,3 +369,95 @@ fn quire_watch_follows_a_folder_until_stopped() {
     watch.kill().unwrap();
     watch.wait().unwrap();
 }
+
+/// Scans: a scanned PDF (pictures of pages, no text layer) and a photo of a page are read by
+/// OCR in the loader's child process, indexed page by page, and found by search with their page;
+/// the answer cites the scanned page.
+#[test]
+fn scans_are_read_found_and_cited_by_page() {
+    let docs = tempfile::tempdir().unwrap();
+    std::fs::write(docs.path().join("warranty-scan.pdf"), quire_testkit::scanned_pdf(2)).unwrap();
+    std::fs::write(docs.path().join("card-photo.jpg"), quire_testkit::scanned_page_jpeg()).unwrap();
+    let home = QuireHome::new(QUIRE);
+    let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let list = text(&home.quire(&["list"]).stdout);
+    assert!(list.contains("2 documents"), "{list}");
+    assert!(list.lines().any(|l| l.contains("2 pages") && l.contains("warranty-scan.pdf")), "{list}");
+
+    for mode in ["bm25", "dense"] {
+        let out = home.quire(&["search", "--mode", mode, "--limit", "3", "How long is the compressor covered?"]);
+        let found = text(&out.stdout);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let first = found.lines().next().unwrap_or_default();
+        assert!(
+            first.contains("warranty-scan.pdf, page ") || first.contains("card-photo.jpg, page 1"),
+            "{mode}: {found}"
+        );
+        assert!(found.contains("compressor alone is covered for twelve years"), "{mode}: the OCR'd text: {found}");
+    }
+    let answer: serde_json::Value = serde_json::from_slice(
+        &home.quire(&["ask", "--json", "--model", "smollm2-135m", "What is the service line's number?"]).stdout,
+    )
+    .expect("ask --json prints JSON");
+    let sources = answer["sources"].as_array().unwrap();
+    assert!(
+        sources.iter().any(|s| s["page"] == 1 && s["text"].as_str().unwrap_or_default().contains("0800 555 0199")),
+        "the scanned page is among the sources, with its page: {answer}"
+    );
+}
+
+/// The loader children reading `file` (their environment names it), by process id.
+fn loader_children_reading(file: &Path) -> Vec<u32> {
+    let wanted = format!("QUIRE_LOADER_WORKER={}", file.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == wanted.as_bytes()))
+        })
+        .collect()
+}
+
+/// Killed (SIGKILL) while OCR reads a scan: the loader child reading it goes too (it does not
+/// read on for minutes), and the next run reads the scan whole, the other file kept.
+#[test]
+fn a_kill_while_a_scan_is_read_costs_nothing() {
+    let docs = tempfile::tempdir().unwrap();
+    let scan = docs.path().join("scan.pdf");
+    std::fs::write(&scan, quire_testkit::scanned_pdf(8)).unwrap();
+    std::fs::write(docs.path().join("note.md"), "# Note\n\nThe boiler was serviced in March.\n").unwrap();
+    let home = QuireHome::new(QUIRE);
+    let mut ingest = home
+        .command(&["ingest", docs.path().to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once the scan has been read for a second (8 pages take several).
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while loader_children_reading(&scan).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the scan was never read");
+        assert!(ingest.try_wait().unwrap().is_none(), "the ingestion ended before the scan was read");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let reading = loader_children_reading(&scan);
+    ingest.kill().unwrap();
+    ingest.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // Still running: not gone, and not a zombie waiting for its new parent to reap it.
+    let running = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+    };
+    let left: Vec<u32> = reading.into_iter().filter(running).collect();
+    assert!(left.is_empty(), "loader children left reading after the kill: {left:?}");
+
+    let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let list = text(&home.quire(&["list"]).stdout);
+    assert!(list.contains("2 documents"), "{list}");
+    assert!(list.lines().any(|l| l.contains("8 pages") && l.contains("scan.pdf")), "{list}");
+}

@@ -9,6 +9,10 @@ describe("IngestTracker", () => {
     expect(t.etaSeconds()).toBeNull();
 
     t.apply({ type: "file_started", path: "/a.pdf" });
+    expect(describeState(t.files.get("/a.pdf")!.state)).toBe("reading");
+    // A scan: the pages OCR has read.
+    t.apply({ type: "file_progress", path: "/a.pdf", stage: "reading", done: 2, total: 3 });
+    expect(describeState(t.files.get("/a.pdf")!.state)).toBe("reading: OCR page 2 of 3");
     t.apply({ type: "file_progress", path: "/a.pdf", stage: "embedding", done: 10, total: 20 });
     now = 10_000;
     // 150 of 401 weighted bytes done in 10 s.

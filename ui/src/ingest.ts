@@ -129,6 +129,8 @@ export function describe(state: FileState): string {
     case "queued":
       return "queued";
     case "working":
+      // While reading a scan, the pages OCR has read.
+      if (state.stage === "reading" && state.total > 0) return `reading: OCR page ${state.done} of ${state.total}`;
       return state.stage === "embedding" && state.total > 0 ? `embedding ${state.done}/${state.total}` : state.stage;
     case "indexed":
       return `indexed: ${state.pages} pages, ${state.chunks} chunks` +

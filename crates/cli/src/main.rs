@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use terminal::{head, location, one_line, short, shown, shown_text, tail};
 
-use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, JobState, SearchMode};
+use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, FileStage, JobState, SearchMode};
 
 #[derive(Parser)]
 #[command(
@@ -470,6 +470,9 @@ fn show_ingest_event(bar: &ProgressBar, event: Event) {
     match event {
         Event::IngestStarted { files } => bar.set_length(files.len() as u64),
         Event::FileStarted { path } => bar.set_message(short(&path)),
+        Event::FileProgress { path, stage: FileStage::Reading, done, total } if total > 0 => {
+            bar.set_message(format!("{}: OCR, page {done} of {total}", short(&path)))
+        }
         Event::IngestProgress { files_done, chunks_per_s, eta_s, .. } => {
             bar.set_position(files_done as u64);
             let eta = eta_s.map(|s| format!(", {} left", duration_text(s))).unwrap_or_default();
@@ -513,12 +516,14 @@ fn summarise(report: &quire_engine::IngestReport) -> ExitCode {
     } else {
         eprintln!("these files were skipped:");
         for (path, reason) in failed {
-            let follow = if reason.ends_with(quire_engine::LINK_NOT_FOLLOWED) {
-                " (`--follow-links` follows such links)"
+            let remedy = if reason.ends_with(quire_engine::LINK_NOT_FOLLOWED) {
+                " (`--follow-links` follows such links)".to_string()
+            } else if reason.contains(quire_engine::NEEDS_OCR) {
+                format!(" ({})", quire_models::fetch_command(&quire_models::PP_OCR))
             } else {
-                ""
+                String::new()
             };
-            eprintln!("  {}: {}{follow}", shown(path), shown(reason));
+            eprintln!("  {}: {}{remedy}", shown(path), shown(reason));
         }
         ExitCode::from(SOME_FILES_FAILED)
     }

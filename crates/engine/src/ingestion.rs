@@ -46,6 +46,8 @@ pub struct QueuedFile {
     pub bytes: u64,
 }
 
+/// Where a file is in its pipeline. While `Reading` a scan, `FileProgress` counts the pages
+/// OCR has read (`done` of `total`); otherwise reading and chunking count nothing (0 of 0).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, TS)]
 #[serde(rename_all = "snake_case")]
 pub enum FileStage {
@@ -300,7 +302,7 @@ pub(crate) async fn ingest(
     // The next file is read, parsed and chunked while this one is embedded (`read_ahead`).
     let isolation = engine.config().loader.clone();
     let read_ahead = engine.config().read_ahead;
-    let mut next: Option<tokio::task::JoinHandle<ReadAhead>> = None;
+    let mut next: Option<Reading> = None;
     for (i, (path, bytes)) in files.iter().zip(&sizes).enumerate() {
         if cancel.is_cancelled() {
             break;
@@ -556,11 +558,13 @@ struct ReadAhead {
 }
 
 /// Reads, parses and chunks `path` unless its stored record says it is unchanged. Blocking.
+/// `on_page(page, pages)` hears of each scanned page read by OCR.
 fn read_and_chunk(
     path: &Path,
     stored: Option<DocumentRecord>,
     isolation: Option<Isolation>,
     chunker: &Chunker,
+    on_page: &mut dyn FnMut(u32, u32),
 ) -> ReadAhead {
     let t = Instant::now();
     let done = |loaded: Loaded, t: Instant| ReadAhead { loaded, reading_s: t.elapsed().as_secs_f64(), chunking_s: 0.0 };
@@ -603,7 +607,7 @@ fn read_and_chunk(
     }
     let loaded =
         quire_ingest::DocKind::from_path(path).ok_or(LoadError::Unsupported).and_then(|kind| match isolation {
-            Some(iso) if kind.needs_isolation() => quire_ingest::isolate::load_isolated(path, &iso),
+            Some(iso) if kind.needs_isolation() => quire_ingest::isolate::load_isolated(path, &iso, on_page),
             _ => quire_ingest::load_bytes(path, kind, &bytes),
         });
     let reading_s = t.elapsed().as_secs_f64();
@@ -622,11 +626,23 @@ fn read_and_chunk(
     ReadAhead { loaded, reading_s, chunking_s }
 }
 
+/// A file being read on a blocking thread, and the scanned pages it has read so far.
+struct Reading {
+    done: tokio::task::JoinHandle<ReadAhead>,
+    pages_read: tokio::sync::mpsc::UnboundedReceiver<(u32, u32)>,
+}
+
 /// `read_and_chunk` of `path` on a blocking thread, started now.
-fn start_reading(run: &Run, path: &Path, isolation: Option<Isolation>) -> tokio::task::JoinHandle<ReadAhead> {
+fn start_reading(run: &Run, path: &Path, isolation: Option<Isolation>) -> Reading {
     let stored = run.stored.get(path.to_string_lossy().as_ref()).cloned();
     let (path, chunker) = (path.to_path_buf(), run.chunker.clone());
-    tokio::task::spawn_blocking(move || read_and_chunk(&path, stored, isolation, &chunker))
+    let (page_read, pages_read) = tokio::sync::mpsc::unbounded_channel();
+    let done = tokio::task::spawn_blocking(move || {
+        read_and_chunk(&path, stored, isolation, &chunker, &mut |page, pages| {
+            let _ = page_read.send((page, pages));
+        })
+    });
+    Reading { done, pages_read }
 }
 
 /// Embeds and lays out one file `read_and_chunk` has read; `Done` when there is nothing to
@@ -635,7 +651,7 @@ async fn prepare(
     engine: &Engine,
     run: &mut Run,
     path: &Path,
-    reading: tokio::task::JoinHandle<ReadAhead>,
+    reading: Reading,
     shown: &str,
     on_event: &mut (dyn FnMut(Event) + Send),
     cancel: &Cancel,
@@ -647,7 +663,14 @@ async fn prepare(
     // Only the wait counts against the run's time: a file read ahead may cost nothing here.
     // The wait is shared between reading and chunking as the file's own times were.
     let t = Instant::now();
-    let ahead = reading.await?;
+    // A scan's pages are reported as OCR reads them (`Reading` with the page and page count).
+    let Reading { done: mut read, mut pages_read } = reading;
+    let ahead = loop {
+        tokio::select! {
+            ahead = &mut read => break ahead?,
+            Some((page, pages)) = pages_read.recv() => progress(on_event, FileStage::Reading, page as usize, pages as usize),
+        }
+    };
     let waited = t.elapsed().as_secs_f64();
     let work = (ahead.reading_s + ahead.chunking_s).max(1e-9);
     run.timings.reading_s += waited * ahead.reading_s / work;

@@ -165,9 +165,12 @@ impl Chunker {
                     let span = &page.text[from..to];
                     let cut: Vec<(usize, &str)> = match doc.kind {
                         DocKind::Markdown => self.markdown.chunk_indices(span).collect(),
-                        DocKind::Pdf | DocKind::Text | DocKind::Html | DocKind::Docx | DocKind::Epub => {
-                            self.text.chunk_indices(span).collect()
-                        }
+                        DocKind::Pdf
+                        | DocKind::Text
+                        | DocKind::Html
+                        | DocKind::Docx
+                        | DocKind::Epub
+                        | DocKind::Image => self.text.chunk_indices(span).collect(),
                     };
                     cut.into_iter().map(move |(at, piece)| (from + at, piece))
                 })

@@ -2,9 +2,13 @@
 
 use crate::limits::MAX_FILE_BYTES;
 
+/// The words of `LoadError::NeedsOcr`, which front ends recognise to offer the OCR models.
+pub const NEEDS_OCR: &str =
+    "this is a scan (pictures of pages): reading it needs the OCR model, which is not installed";
+
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("unsupported file type (Quire reads .pdf, .md, .markdown, .txt, .text, .html, .htm, .docx, .epub)")]
+    #[error("unsupported file type (Quire reads .pdf, .md, .markdown, .txt, .text, .html, .htm, .docx, .epub, and scans as .png, .jpg, .jpeg, .tif, .tiff, .webp)")]
     Unsupported,
     #[error("cannot read the file: {0}")]
     Io(#[from] std::io::Error),
@@ -21,8 +25,15 @@ pub enum LoadError {
     Pdf(String),
     #[error("the PDF is encrypted with a password")]
     Encrypted,
-    #[error("the PDF has no extractable text (scanned images need OCR, which Quire does not do yet)")]
+    #[error("the PDF has no text Quire can read: no text layer, and no scanned page images (pages drawn as shapes are not rendered)")]
     NoText,
+    /// A scan, and the OCR models are not installed.
+    #[error("{NEEDS_OCR}")]
+    NeedsOcr,
+    #[error("OCR failed on the scan: {0}")]
+    Ocr(String),
+    #[error("the image cannot be read: {0}")]
+    Image(String),
     #[error("the {kind} file is damaged or not a real {kind} file (the reader says: {reason})")]
     Archive { kind: &'static str, reason: String },
     #[error("the {kind} file is password-protected or encrypted")]

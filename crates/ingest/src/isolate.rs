@@ -5,14 +5,14 @@
 //! path: the front end calls `serve_if_worker` first thing in `main`, which loads the file,
 //! writes the result to stdout as JSON and exits. This is the one place with per-OS process code.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::limits::{MEMORY_ENV, WORKER_ENV};
+use crate::limits::{page_read, MEMORY_ENV, WORKER_ENV};
 use crate::loaders::{load_file, LoadedDocument};
 use crate::LoadError;
 
@@ -51,6 +51,7 @@ pub fn serve_if_worker() {
     if let Some(mb) = std::env::var(MEMORY_ENV).ok().and_then(|v| v.parse::<u64>().ok()) {
         limit_memory(mb * 1024 * 1024);
     }
+    go_with_the_parent();
     crate::quiet_parser_panics();
     let reply = match load_file(Path::new(&path)) {
         Ok(doc) => WorkerReply::Loaded(doc),
@@ -61,6 +62,37 @@ pub fn serve_if_worker() {
         Err(_) => 1,
     };
     std::process::exit(code);
+}
+
+/// A worker whose front end is killed (SIGKILL, a crash) must not read on for minutes: on Linux
+/// the kernel kills it with its parent; elsewhere it stops at the next page it reports
+/// (`parent_is_gone`).
+#[cfg(target_os = "linux")]
+fn go_with_the_parent() {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and changes only this process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let _ = parent_is_gone();
+}
+
+#[cfg(not(target_os = "linux"))]
+fn go_with_the_parent() {
+    // The parent as it is now: `parent_is_gone` compares with it.
+    let _ = parent_is_gone();
+}
+
+/// True when the process that started this worker has ended (the worker was re-parented).
+pub(crate) fn parent_is_gone() -> bool {
+    #[cfg(unix)]
+    {
+        static PARENT: std::sync::OnceLock<libc::pid_t> = std::sync::OnceLock::new();
+        // SAFETY: getppid takes nothing and cannot fail.
+        let now = unsafe { libc::getppid() };
+        *PARENT.get_or_init(|| now) != now
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -121,7 +153,12 @@ fn limit_memory(_bytes: u64) {
 }
 
 /// Loads `path` in a child process; the child is killed when it passes the time limit.
-pub fn load_isolated(path: &Path, isolation: &Isolation) -> Result<LoadedDocument, LoadError> {
+/// `on_page(page, pages)` hears of each scanned page read.
+pub fn load_isolated(
+    path: &Path,
+    isolation: &Isolation,
+    on_page: &mut dyn FnMut(u32, u32),
+) -> Result<LoadedDocument, LoadError> {
     let mut child = Command::new(&isolation.worker)
         .env(WORKER_ENV, path)
         .env(MEMORY_ENV, isolation.memory_mb.to_string())
@@ -130,7 +167,9 @@ pub fn load_isolated(path: &Path, isolation: &Isolation) -> Result<LoadedDocumen
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| LoadError::Crashed(format!("cannot start the loader {}: {e}", isolation.worker.display())))?;
-    // Both pipes are drained on their own threads so a child writing a lot never blocks.
+    // Both pipes are drained on their own threads so a child writing a lot never blocks. A
+    // progress line on stderr (a scanned page read) restarts the time limit, which so holds per
+    // page of OCR (a long scan is not cut off, a stuck parser still is), and is passed on.
     let drain = |mut pipe: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -139,9 +178,29 @@ pub fn load_isolated(path: &Path, isolation: &Isolation) -> Result<LoadedDocumen
         })
     };
     let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
-    let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
-    let deadline = Instant::now() + isolation.timeout;
+    let (pages_read, progress) = std::sync::mpsc::channel();
+    let stderr_pipe = child.stderr.take().expect("piped stderr");
+    let stderr = std::thread::spawn(move || {
+        let mut kept = String::new();
+        for line in std::io::BufReader::new(stderr_pipe).lines().map_while(Result::ok) {
+            match page_read(&line) {
+                Some(at) => {
+                    let _ = pages_read.send(at);
+                }
+                None => {
+                    kept.push_str(&line);
+                    kept.push('\n');
+                }
+            }
+        }
+        kept
+    });
+    let mut deadline = Instant::now() + isolation.timeout;
     let status = loop {
+        for (page, pages) in progress.try_iter() {
+            deadline = Instant::now() + isolation.timeout;
+            on_page(page, pages);
+        }
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() >= deadline => {
@@ -154,7 +213,7 @@ pub fn load_isolated(path: &Path, isolation: &Isolation) -> Result<LoadedDocumen
         }
     };
     let out = stdout.join().unwrap_or_default();
-    let err = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
+    let err = stderr.join().unwrap_or_default();
     if status.success() {
         return match serde_json::from_slice::<WorkerReply>(&out) {
             Ok(WorkerReply::Loaded(doc)) => Ok(doc),

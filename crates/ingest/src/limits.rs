@@ -9,13 +9,45 @@ pub const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 pub const MAX_ARCHIVE_TEXT_BYTES: u64 = 256 * 1024 * 1024;
 /// Set (to the file's path) in the environment of a loader child process.
 pub(crate) const WORKER_ENV: &str = "QUIRE_LOADER_WORKER";
+/// What a loader child writes to stderr each time it has read a scanned page, before
+/// `<page>/<pages>` and a new line.
+pub(crate) const PAGE_READ: &str = "quire-loader: page read ";
 /// The child's memory limit in MB, passed through the environment.
 pub(crate) const MEMORY_ENV: &str = "QUIRE_LOADER_MEMORY_MB";
+
+/// In a loader child: tells the parent page `page` of `pages` was read (its time limit starts
+/// again, and the front end can show how far the file is).
+pub(crate) fn report_page_read(page: u32, pages: u32) {
+    if std::env::var_os(WORKER_ENV).is_some() {
+        if crate::isolate::parent_is_gone() {
+            std::process::exit(1);
+        }
+        eprintln!("{PAGE_READ}{page}/{pages}");
+    }
+}
+
+/// The page and the page count of a child's progress line, if `line` is one.
+pub(crate) fn page_read(line: &str) -> Option<(u32, u32)> {
+    let (page, pages) = line.strip_prefix(PAGE_READ)?.trim_end().split_once('/')?;
+    Some((page.parse().ok()?, pages.parse().ok()?))
+}
 
 /// What a loader may allocate, in words: the child's allowance, or the machine's memory.
 pub(crate) fn allowance() -> String {
     match std::env::var(MEMORY_ENV).ok().filter(|_| std::env::var_os(WORKER_ENV).is_some()) {
         Some(mb) => format!("the {mb} MB allowed"),
         None => "the memory available".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_line_says_its_page_and_nothing_else_does() {
+        assert_eq!(page_read("quire-loader: page read 3/59"), Some((3, 59)));
+        assert_eq!(page_read("quire-loader: page read 3 of 59"), None);
+        assert_eq!(page_read("thread 'main' panicked at page read 3/59"), None);
     }
 }

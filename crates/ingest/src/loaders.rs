@@ -1,6 +1,6 @@
 //! Loaders: PDF (text per page through pdf-extract), Markdown and plain text (UTF-8, UTF-16 with
 //! a byte-order mark or told by its zero bytes, or Latin-1/Windows-1252), HTML (html2text), DOCX and EPUB (zip + quick-xml,
-//! in `office`). Every failure is a `LoadError` that names the reason; nothing here panics on bad
+//! in `office`), scans: images and scanned PDF pages (OCR, in `scans`). Every failure is a `LoadError` that names the reason; nothing here panics on bad
 //! input (a panicking PDF parser is caught). Parsers that can run away are bounded further by
 //! running them in a child process (`isolate`).
 
@@ -22,6 +22,8 @@ pub enum DocKind {
     Html,
     Docx,
     Epub,
+    /// A picture of a page (PNG, JPEG, TIFF, WebP), read by OCR.
+    Image,
 }
 
 impl DocKind {
@@ -34,6 +36,7 @@ impl DocKind {
             "html" | "htm" | "xhtml" => Some(DocKind::Html),
             "docx" => Some(DocKind::Docx),
             "epub" => Some(DocKind::Epub),
+            "png" | "jpg" | "jpeg" | "tif" | "tiff" | "webp" => Some(DocKind::Image),
             _ => None,
         }
     }
@@ -46,13 +49,14 @@ impl DocKind {
             DocKind::Html => "html",
             DocKind::Docx => "docx",
             DocKind::Epub => "epub",
+            DocKind::Image => "image",
         }
     }
 
     /// Formats whose parsers are complex enough to hang, blow up memory or crash on a crafted
     /// file: these are loaded in a child process when the caller asks for isolation.
     pub fn needs_isolation(self) -> bool {
-        matches!(self, DocKind::Pdf | DocKind::Docx | DocKind::Epub)
+        matches!(self, DocKind::Pdf | DocKind::Docx | DocKind::Epub | DocKind::Image)
     }
 }
 
@@ -165,10 +169,12 @@ pub fn load_bytes(path: &Path, kind: DocKind, bytes: &[u8]) -> Result<LoadedDocu
         DocKind::Html => single(html_to_text(&decode_text(bytes)?)?),
         DocKind::Docx => single(crate::office::docx_text(bytes)?),
         DocKind::Epub => single(crate::office::epub_text(bytes)?),
+        DocKind::Image => (vec![Page { number: Some(1), text: crate::scans::image_text(bytes)? }], vec![]),
     };
     if pages.iter().all(|p| p.text.trim().is_empty()) {
         return Err(match kind {
             DocKind::Pdf => LoadError::NoText,
+            DocKind::Image => LoadError::Ocr("no text was found on the image".into()),
             _ => LoadError::Empty,
         });
     }
@@ -239,7 +245,8 @@ fn looks_binary(bytes: &[u8]) -> bool {
 
 /// Extracts text page by page. pdf-extract panics on some malformed content streams; each page
 /// is extracted on its own and a page that fails is left empty and listed, so one bad page does
-/// not cost the whole document.
+/// not cost the whole document. A page with next to no text that draws a scan is read by OCR;
+/// when every page is a scan and the OCR model is missing, the document says so.
 fn load_pdf(bytes: &[u8]) -> Result<(Vec<Page>, Vec<u32>), LoadError> {
     let doc = match std::panic::catch_unwind(|| pdf_extract::Document::load_mem(bytes)) {
         Ok(Ok(doc)) => doc,
@@ -252,22 +259,39 @@ fn load_pdf(bytes: &[u8]) -> Result<(Vec<Page>, Vec<u32>), LoadError> {
     }
     let mut pages = Vec::new();
     let mut failed = Vec::new();
-    for number in doc.get_pages().into_keys() {
+    let mut needs_ocr = false;
+    let page_ids = doc.get_pages();
+    let count = page_ids.len() as u32;
+    for (number, page_id) in page_ids {
         let extracted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut text = String::new();
             pdf_extract::output_doc_page(&doc, &mut pdf_extract::PlainTextOutput::new(&mut text), number).map(|_| text)
         }));
-        let text = match extracted {
-            Ok(Ok(text)) => text,
-            _ => {
-                failed.push(number);
-                String::new()
-            }
+        let mut text = match extracted {
+            Ok(Ok(text)) => Some(text),
+            _ => None,
         };
-        pages.push(Page { number: Some(number), text });
+        if text.as_deref().is_none_or(crate::scans::looks_scanned) {
+            match crate::scans::pdf_page_text(&doc, page_id, (number, count)) {
+                Ok(Some(read)) => text = Some(read),
+                Ok(None) => {}
+                Err(LoadError::NeedsOcr) => {
+                    needs_ocr = true;
+                    text = None;
+                }
+                Err(_) => text = None,
+            }
+        }
+        if text.is_none() {
+            failed.push(number);
+        }
+        pages.push(Page { number: Some(number), text: text.unwrap_or_default() });
     }
     if pages.is_empty() {
         return Err(LoadError::Pdf("the PDF has no pages".into()));
+    }
+    if needs_ocr && pages.iter().all(|p| p.text.trim().is_empty()) {
+        return Err(LoadError::NeedsOcr);
     }
     Ok((pages, failed))
 }
@@ -346,6 +370,7 @@ mod tests {
     fn kinds_come_from_extensions() {
         assert_eq!(DocKind::from_path(Path::new("a/B.PDF")), Some(DocKind::Pdf));
         assert_eq!(DocKind::from_path(Path::new("notes.markdown")), Some(DocKind::Markdown));
-        assert_eq!(DocKind::from_path(Path::new("photo.jpg")), None);
+        assert_eq!(DocKind::from_path(Path::new("photo.JPG")), Some(DocKind::Image));
+        assert_eq!(DocKind::from_path(Path::new("drawing.svg")), None);
     }
 }

@@ -1,0 +1,262 @@
+//! Scans: images (PNG, JPEG, TIFF, WebP) and PDF pages that are pictures of text, read by OCR
+//! (`quire-ocr`, PP-OCR). The OCR models are the ones installed in the models folder
+//! (`quire_models::PP_OCR`); without them a scan is reported as needing them. The engine is
+//! loaded once per process, at the first scanned page (a loader worker reads one file).
+//!
+//! From a PDF page, the images it draws are decoded: JPEG (DCTDecode), Flate/LZW or raw samples
+//! (gray, RGB or CMYK, 8 bits; 1-bit gray), CCITT fax group 4. JPEG 2000 (JPXDecode) and JBIG2
+//! are not decoded, and a page whose text is drawn as vector shapes is not rendered: such
+//! pages are reported unreadable.
+
+use std::io::Cursor;
+use std::sync::OnceLock;
+
+use pdf_extract::{Dictionary, Document, Object, ObjectId, Stream};
+use quire_ocr::{image, DynamicImage, Ocr};
+
+use crate::LoadError;
+
+/// A page with fewer letters or digits than this in its text layer is taken for a scan when it
+/// draws an image (a scanner's PDF may carry a page number or a stamp as text).
+const SCAN_TEXT_CHARS: usize = 16;
+/// Decoding refuses images larger than this (a crafted header would otherwise allocate for it).
+const MAX_IMAGE_PIXELS: u64 = 100_000_000;
+/// Images smaller than this in either side are decorations, not pages of text.
+const MIN_SCAN_SIDE: i64 = 200;
+
+/// The process's OCR engine, loaded at first use.
+fn ocr() -> Result<&'static Ocr, LoadError> {
+    static ENGINE: OnceLock<Result<Ocr, String>> = OnceLock::new();
+    let loaded = ENGINE.get_or_init(|| {
+        let folder = quire_models::PP_OCR.location().map_err(|e| e.to_string())?;
+        if !Ocr::is_installed(&folder) {
+            return Err(String::new());
+        }
+        Ocr::load(&folder).map_err(|e| format!("{e:#}"))
+    });
+    match loaded {
+        Ok(ocr) => Ok(ocr),
+        Err(reason) if reason.is_empty() => Err(LoadError::NeedsOcr),
+        Err(reason) => Err(LoadError::Ocr(reason.clone())),
+    }
+}
+
+/// True when a page's text layer is too thin to be the page's text.
+pub(crate) fn looks_scanned(text: &str) -> bool {
+    text.chars().filter(|c| c.is_alphanumeric()).count() < SCAN_TEXT_CHARS
+}
+
+/// The text of an image file (one page).
+pub(crate) fn image_text(bytes: &[u8]) -> Result<String, LoadError> {
+    let image = decode_image(bytes, None)?;
+    read(&image, (1, 1))
+}
+
+/// OCR of page `at.0` of `at.1`, reported as read (a loader child's progress).
+fn read(image: &DynamicImage, at: (u32, u32)) -> Result<String, LoadError> {
+    let page = ocr()?.read(image).map_err(|e| LoadError::Ocr(format!("{e:#}")))?;
+    crate::limits::report_page_read(at.0, at.1);
+    Ok(page.text)
+}
+
+fn decode_image(bytes: &[u8], format: Option<image::ImageFormat>) -> Result<DynamicImage, LoadError> {
+    let mut reader = image::ImageReader::new(Cursor::new(bytes));
+    reader = match format {
+        Some(format) => {
+            reader.set_format(format);
+            reader
+        }
+        None => reader.with_guessed_format().map_err(|e| LoadError::Image(e.to_string()))?,
+    };
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(MAX_IMAGE_PIXELS * 4);
+    reader.limits(limits);
+    reader.decode().map_err(|e| LoadError::Image(e.to_string()))
+}
+
+/// What OCR read on a PDF page that looks scanned (page `at.0` of `at.1`): `Ok(None)` when the
+/// page draws no image big enough to be a scan; an error when it does but it cannot be read.
+pub(crate) fn pdf_page_text(doc: &Document, page: ObjectId, at: (u32, u32)) -> Result<Option<String>, LoadError> {
+    let Some(stream) = largest_image(doc, page) else { return Ok(None) };
+    let image = decode_pdf_image(doc, stream)?;
+    read(&image, at).map(Some)
+}
+
+/// The page's largest image XObject of at least `MIN_SCAN_SIDE` pixels a side.
+fn largest_image(doc: &Document, page: ObjectId) -> Option<&Stream> {
+    let (own, inherited) = doc.get_page_resources(page).ok()?;
+    let resources = own.into_iter().chain(inherited.iter().filter_map(|id| doc.get_dictionary(*id).ok()));
+    let mut best: Option<(i64, &Stream)> = None;
+    for dict in resources {
+        let Ok(xobjects) = dict.get(b"XObject").and_then(|o| resolve(doc, o)).and_then(Object::as_dict) else {
+            continue;
+        };
+        for (_, object) in xobjects.iter() {
+            let Ok(stream) = resolve(doc, object).and_then(Object::as_stream) else { continue };
+            if stream.dict.get(b"Subtype").and_then(Object::as_name).ok() != Some(b"Image") {
+                continue;
+            }
+            let (w, h) = (int(doc, &stream.dict, b"Width"), int(doc, &stream.dict, b"Height"));
+            if w.min(h) >= MIN_SCAN_SIDE && best.is_none_or(|(area, _)| w * h > area) {
+                best = Some((w * h, stream));
+            }
+        }
+    }
+    best.map(|(_, stream)| stream)
+}
+
+fn resolve<'a>(doc: &'a Document, object: &'a Object) -> Result<&'a Object, pdf_extract::Error> {
+    match object {
+        Object::Reference(id) => doc.get_object(*id),
+        other => Ok(other),
+    }
+}
+
+fn int(doc: &Document, dict: &Dictionary, key: &[u8]) -> i64 {
+    dict.get(key).and_then(|o| resolve(doc, o)).and_then(Object::as_i64).unwrap_or(0)
+}
+
+fn unsupported(what: &str) -> LoadError {
+    LoadError::Image(format!("the page is a scan stored as {what}, which Quire cannot decode"))
+}
+
+/// Decodes an image XObject into pixels.
+fn decode_pdf_image(doc: &Document, stream: &Stream) -> Result<DynamicImage, LoadError> {
+    let dict = &stream.dict;
+    let filters: Vec<Vec<u8>> = match dict.get(b"Filter").and_then(|o| resolve(doc, o)) {
+        Ok(Object::Name(name)) => vec![name.clone()],
+        Ok(Object::Array(names)) => names.iter().filter_map(|n| n.as_name().ok().map(<[u8]>::to_vec)).collect(),
+        _ => Vec::new(),
+    };
+    let (width, height) = (int(doc, dict, b"Width"), int(doc, dict, b"Height"));
+    if width <= 0 || height <= 0 || (width as u64) * (height as u64) > MAX_IMAGE_PIXELS {
+        return Err(LoadError::Image(format!("the page's image is {width}×{height} pixels")));
+    }
+    let last = filters.last().map(Vec::as_slice);
+    match last {
+        Some(b"DCTDecode") if filters.len() == 1 => decode_image(&stream.content, Some(image::ImageFormat::Jpeg)),
+        Some(b"JPXDecode") => Err(unsupported("JPEG 2000")),
+        Some(b"JBIG2Decode") => Err(unsupported("JBIG2")),
+        Some(b"CCITTFaxDecode") if filters.len() == 1 => fax_image(doc, dict, &stream.content, width, height),
+        Some(b"DCTDecode" | b"CCITTFaxDecode") => Err(unsupported("a filter chain")),
+        _ => {
+            let samples = stream.decompressed_content().map_err(|e| LoadError::Image(e.to_string()))?;
+            raw_image(doc, dict, samples, width as u32, height as u32)
+        }
+    }
+}
+
+/// Raw samples: 8-bit gray, RGB or CMYK, or 1-bit gray (1 is white unless `/Decode [1 0]`).
+fn raw_image(
+    doc: &Document,
+    dict: &Dictionary,
+    samples: Vec<u8>,
+    width: u32,
+    height: u32,
+) -> Result<DynamicImage, LoadError> {
+    let bits = int(doc, dict, b"BitsPerComponent");
+    let is_mask = dict.get(b"ImageMask").and_then(Object::as_bool).unwrap_or(false);
+    let components = if is_mask { 1 } else { color_components(doc, dict)? };
+    let inverted = dict
+        .get(b"Decode")
+        .and_then(Object::as_array)
+        .is_ok_and(|d| d.first().and_then(|v| v.as_float().ok()) == Some(1.0));
+    let short = || LoadError::Image("the page's image has fewer samples than its size says".into());
+    match (bits, components) {
+        _ if is_mask || (bits, components) == (1, 1) => {
+            let row = (width as usize).div_ceil(8);
+            if samples.len() < row * height as usize {
+                return Err(short());
+            }
+            // A mask paints where the sample is 0 (by default): black ink on white paper.
+            let white_is_one = !is_mask ^ inverted;
+            let gray = image::GrayImage::from_fn(width, height, |x, y| {
+                let bit = samples[y as usize * row + x as usize / 8] >> (7 - x % 8) & 1 == 1;
+                image::Luma([if bit == white_is_one { 255 } else { 0 }])
+            });
+            Ok(DynamicImage::ImageLuma8(gray))
+        }
+        (8, 1) => image::GrayImage::from_raw(width, height, truncated(samples, width * height))
+            .map(DynamicImage::ImageLuma8)
+            .ok_or_else(short),
+        (8, 3) => image::RgbImage::from_raw(width, height, truncated(samples, width * height * 3))
+            .map(DynamicImage::ImageRgb8)
+            .ok_or_else(short),
+        (8, 4) => {
+            let cmyk = truncated(samples, width * height * 4);
+            if cmyk.len() < (width * height * 4) as usize {
+                return Err(short());
+            }
+            let rgb = cmyk.chunks_exact(4).flat_map(|p| {
+                let k = 255 - p[3] as u32;
+                [0, 1, 2].map(|i| ((255 - p[i] as u32) * k / 255) as u8)
+            });
+            Ok(DynamicImage::ImageRgb8(image::RgbImage::from_raw(width, height, rgb.collect()).ok_or_else(short)?))
+        }
+        _ => Err(unsupported(&format!("{components} colour components of {bits} bits"))),
+    }
+}
+
+fn truncated(mut samples: Vec<u8>, len: u32) -> Vec<u8> {
+    samples.truncate(len as usize);
+    samples
+}
+
+/// The number of colour components of the image's colour space (gray, RGB, CMYK, ICC-based).
+fn color_components(doc: &Document, dict: &Dictionary) -> Result<u32, LoadError> {
+    let space = dict.get(b"ColorSpace").and_then(|o| resolve(doc, o));
+    let name = |n: &[u8]| match n {
+        b"DeviceGray" | b"CalGray" | b"G" => Ok(1),
+        b"DeviceRGB" | b"CalRGB" | b"RGB" => Ok(3),
+        b"DeviceCMYK" | b"CMYK" => Ok(4),
+        other => Err(unsupported(&format!("the colour space {}", String::from_utf8_lossy(other)))),
+    };
+    match space {
+        Ok(Object::Name(n)) => name(n.as_slice()),
+        Ok(Object::Array(parts)) => match parts.first().and_then(|p| p.as_name().ok()) {
+            Some(b"ICCBased") => {
+                let profile = parts.get(1).and_then(|p| resolve(doc, p).ok()).and_then(|p| p.as_stream().ok());
+                Ok(profile.map(|s| int(doc, &s.dict, b"N")).filter(|n| [1, 3, 4].contains(n)).unwrap_or(3) as u32)
+            }
+            Some(other) => name(other),
+            None => Err(unsupported("an unnamed colour space")),
+        },
+        _ => Ok(1),
+    }
+}
+
+/// CCITT group 4 (`/K` < 0), the usual compression of black-and-white scans; group 3 is not
+/// decoded. The decoder names each run's colour, so `/BlackIs1` (which says how the decoded
+/// bits would be stored) does not matter here.
+fn fax_image(
+    doc: &Document,
+    dict: &Dictionary,
+    data: &[u8],
+    width: i64,
+    height: i64,
+) -> Result<DynamicImage, LoadError> {
+    let params = dict.get(b"DecodeParms").and_then(|o| resolve(doc, o)).and_then(Object::as_dict).ok();
+    let param = |key: &[u8], default: i64| {
+        params.and_then(|p| p.get(key).ok()).and_then(|v| v.as_i64().ok()).unwrap_or(default)
+    };
+    if param(b"K", 0) >= 0 {
+        return Err(unsupported("CCITT group 3 fax"));
+    }
+    let (width, height) = (u16::try_from(width), u16::try_from(height));
+    let (Ok(width), Ok(height)) = (width, height) else { return Err(unsupported("a fax image over 65,535 pixels")) };
+    let mut pixels = Vec::with_capacity(width as usize * height as usize);
+    let mut rows = 0u16;
+    fax::decoder::decode_g4(data.iter().copied(), width, Some(height), |transitions| {
+        if rows < height {
+            pixels.extend(fax::decoder::pels(transitions, width).map(|c| match c {
+                fax::Color::Black => 0u8,
+                fax::Color::White => 255u8,
+            }));
+            rows += 1;
+        }
+    });
+    pixels.resize(width as usize * height as usize, 255);
+    image::GrayImage::from_raw(width as u32, height as u32, pixels)
+        .map(DynamicImage::ImageLuma8)
+        .ok_or_else(|| LoadError::Image("the fax image could not be decoded".into()))
+}

@@ -1,0 +1,56 @@
+//! Scans read by OCR with the real PP-OCR models (installed by `quire models fetch`): a photo
+//! of a page, a scanned PDF, the page geometry kept.
+
+use std::path::Path;
+
+use quire_ingest::{load_bytes, DocKind};
+
+fn ocr_installed() {
+    quire_testkit::model(&quire_models::PP_OCR);
+}
+
+#[test]
+fn a_photo_of_a_page_is_one_page_of_text() {
+    ocr_installed();
+    let doc = load_bytes(Path::new("card.jpg"), DocKind::Image, quire_testkit::scanned_page_jpeg()).unwrap();
+    assert_eq!(doc.pages.len(), 1);
+    assert_eq!(doc.pages[0].number, Some(1));
+    let text = &doc.pages[0].text;
+    // The page is turned 1.5° and noisy: its lines still come out whole and in order.
+    for line in [
+        "The Larkspur LX-40 heat pump is covered by a warranty of seven years",
+        "from the date of installation. The compressor alone is covered for",
+        "To make a claim, call the service line on 0800 555 0199 and give",
+    ] {
+        assert!(text.contains(line), "{line:?} not in {text:?}");
+    }
+    assert!(text.find("Warranty Card").unwrap() < text.find("serial number").unwrap(), "{text}");
+}
+
+#[test]
+fn a_scanned_pdf_is_read_page_by_page() {
+    ocr_installed();
+    let doc = load_bytes(Path::new("scan.pdf"), DocKind::Pdf, &quire_testkit::scanned_pdf(3)).unwrap();
+    assert_eq!(doc.pages.iter().map(|p| p.number).collect::<Vec<_>>(), [Some(1), Some(2), Some(3)]);
+    assert!(doc.unreadable_pages.is_empty(), "{:?}", doc.unreadable_pages);
+    for page in &doc.pages {
+        assert!(page.text.contains("twelve years when the unit is serviced once a year"), "{page:?}");
+    }
+}
+
+#[test]
+fn a_cut_image_gives_what_it_holds_and_a_false_one_an_error() {
+    ocr_installed();
+    // A JPEG cut short (a download stopped part way) decodes down to where it stops: the top of
+    // the page is read, the rest is not there.
+    let jpeg = quire_testkit::scanned_page_jpeg();
+    let doc = load_bytes(Path::new("cut.jpg"), DocKind::Image, &jpeg[..jpeg.len() / 3]).unwrap();
+    let text = &doc.pages[0].text;
+    assert!(text.contains("Warranty Card") && !text.contains("serial number"), "{text}");
+    for (name, bytes) in
+        [("noise.png", &b"\x89PNG\r\n\x1a\nnot really"[..]), ("noise.jpg", &b"\xff\xd8\xff\xe0 nothing"[..])]
+    {
+        let err = load_bytes(Path::new(name), DocKind::Image, bytes).unwrap_err();
+        assert!(err.to_string().starts_with("the image cannot be read"), "{name}: {err}");
+    }
+}
