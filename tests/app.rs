@@ -840,8 +840,12 @@ fn first_start_without_models_says_what_is_missing() {
 
     // The banner offers the missing models; one click fetches them (sha256 checked), and the
     // collection opens with them.
+    assert!(problems.contains("Scanned documents"), "says scans need the OCR model: {problems}");
     let offer = app.text("#fetch-models-button");
-    assert!(offer.contains("all-minilm-l6-v2") && offer.contains("qwen2.5-coder-1.5b"), "{offer}");
+    assert!(
+        offer.contains("all-minilm-l6-v2") && offer.contains("qwen2.5-coder-1.5b") && offer.contains("pp-ocrv6-small"),
+        "{offer}"
+    );
     app.click("#fetch-models-button");
     let line = app.wait_until("the download's progress", Duration::from_secs(60), |a| {
         let t = a.text("#fetch-progress");
@@ -852,7 +856,7 @@ fn first_start_without_models_says_what_is_missing() {
         (a.attr("#problems", "hidden").is_some() && a.attr("#model-status", "data-state").as_deref() == Some("ready"))
             .then_some(())
     });
-    for model in [&quire_models::MINILM, &quire_models::QWEN_1_5B] {
+    for model in [&quire_models::MINILM, &quire_models::QWEN_1_5B, &quire_models::PP_OCR] {
         assert!(model.is_installed_in(no_models.path()), "{} installed", model.name);
         quire_models::verify_in(model, no_models.path()).unwrap();
     }
@@ -914,6 +918,58 @@ fn watched_folders_are_followed_while_the_app_runs() {
     });
     assert!(folder.join("harbour.md").exists(), "the file itself stays");
     app.screenshot("10-watched-folder.png");
+}
+
+/// A scanned PDF (pictures of pages, no text layer) added in the window is read by OCR, listed
+/// with its pages, and its passages shown with their page, the OCR'd text marked where quoted.
+/// (Added through the path box, as the other tests add files: WebDriver cannot drop a file.)
+#[test]
+fn a_scanned_pdf_added_in_the_window_is_read_and_shown_at_its_page() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    quire_testkit::model(&quire_models::PP_OCR);
+    let docs = tempfile::tempdir().unwrap();
+    std::fs::write(docs.path().join("warranty-scan.pdf"), quire_testkit::scanned_pdf(2)).unwrap();
+    let app = App::start(smollm2_settings());
+    app.wait_ready();
+    app.type_into("#add-path-input", docs.path().to_str().unwrap());
+    app.click("#add-path-button");
+    let summary = app.wait_until("the scan indexed", Duration::from_secs(300), |a| {
+        let s = a.text("#ingest-summary");
+        s.contains("indexed").then_some(s)
+    });
+    eprintln!("ingest summary: {summary}");
+    assert!(summary.starts_with("1 indexed, 0 unchanged, 0 failed"), "{summary}");
+    let library = app.wait_until("the scan listed", Duration::from_secs(30), |a| {
+        let l = a.text("#documents");
+        l.contains("warranty-scan.pdf").then_some(l)
+    });
+    eprintln!("library: {library}");
+    app.ask("How long is the compressor covered?", Duration::from_secs(400));
+    let shown = app.js(
+        "return [...document.querySelectorAll('#source-list .source')].map(s => [\
+            s.querySelector('.source-doc').textContent, s.querySelector('.passage').textContent]);",
+        json!([]),
+    );
+    eprintln!("sources pane: {shown}");
+    let passages = shown.as_array().unwrap();
+    assert!(
+        passages.iter().any(|s| s[0].as_str().unwrap().starts_with("warranty-scan.pdf, p. ")
+            && s[1]
+                .as_str()
+                .unwrap()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .contains("compressor alone is covered for twelve years")),
+        "the scanned page's OCR'd text, with its page: {shown}"
+    );
+    // The quote the answer rests on is marked inside the OCR'd passage.
+    let marked = app.text("#source-list mark");
+    assert!(
+        !marked.trim().is_empty() && shown.to_string().contains(marked.split_whitespace().next().unwrap()),
+        "{marked:?}"
+    );
+    app.screenshot("12-scanned-pdf.png");
 }
 
 impl App {

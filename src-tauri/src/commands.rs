@@ -66,10 +66,13 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
     let draft = settings.draft_path().map(|p| model_choice(Ok(p)));
     let target_installed = target.installed;
     let missing = state.engine_config().map(|c| quire_engine::missing_models(&c));
-    let problems = match &missing {
+    let mut problems: Vec<String> = match &missing {
         Ok(missing) => missing.iter().map(missing_model_said).collect(),
         Err(e) => vec![said(e)],
     };
+    if ocr_missing().is_some() {
+        problems.push(OCR_MISSING.into());
+    }
     let (engine_state, documents, runs_on) = match &*state.engine.read().await {
         EngineSlot::Opening => (EngineState::Opening, Vec::new(), None),
         EngineSlot::Failed(reason) => (EngineState::Failed { reason: reason.clone() }, Vec::new(), None),
@@ -130,9 +133,18 @@ fn missing_model_said(missing: &quire_engine::MissingModel) -> String {
     said
 }
 
-/// The known models among `missing` (what Download fetches), each once.
+/// What the window says while the OCR model is missing: everything else works, scans are not read.
+const OCR_MISSING: &str = "Scanned documents (pictures of pages) are not read until the OCR model is installed: Download fetches it.";
+
+/// The OCR model when it is not installed (scans need it; nothing else does).
+fn ocr_missing() -> Option<&'static quire_models::KnownModel> {
+    (!quire_models::PP_OCR.is_installed()).then_some(&quire_models::PP_OCR)
+}
+
+/// The known models among `missing`, and the OCR model if it is missing too (what Download
+/// fetches), each once.
 fn fetchable(missing: &[quire_engine::MissingModel]) -> Vec<&'static quire_models::KnownModel> {
-    let mut known: Vec<_> = missing.iter().filter_map(|m| m.known).collect();
+    let mut known: Vec<_> = missing.iter().filter_map(|m| m.known).chain(ocr_missing()).collect();
     known.dedup_by_key(|m| m.name);
     known
 }
