@@ -72,6 +72,8 @@ enum BenchCommand {
     /// The embedder against sentence-transformers on the same chunk texts, same machine, same
     /// run: chunks/s, tokens/s, the ratio and how close the vectors are.
     Embed(crate::embed_bench::EmbedArgs),
+    /// OCR against tesseract on the same page images: character error rate and seconds per page.
+    Ocr(crate::ocr_bench::OcrArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<()> {
@@ -82,6 +84,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         Some(BenchCommand::Speculative(args)) => return crate::speculative::run(args).await,
         Some(BenchCommand::Ttft(args)) => return crate::ttft::run(args).await,
         Some(BenchCommand::Embed(args)) => return crate::embed_bench::run(args),
+        Some(BenchCommand::Ocr(args)) => return crate::ocr_bench::run(args),
         None => {}
     }
     let docs_dir = match args.docs {
