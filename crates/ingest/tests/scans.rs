@@ -54,3 +54,16 @@ fn a_cut_image_gives_what_it_holds_and_a_false_one_an_error() {
         assert!(err.to_string().starts_with("the image cannot be read"), "{name}: {err}");
     }
 }
+
+#[test]
+fn a_black_and_white_fax_coded_scan_is_read() {
+    ocr_installed();
+    let pdf = quire_testkit::scanned_pdf_as(2, quire_testkit::ScanStorage::FaxGroup4);
+    let doc = load_bytes(Path::new("fax.pdf"), DocKind::Pdf, &pdf).unwrap();
+    assert!(doc.unreadable_pages.is_empty(), "{:?}", doc.unreadable_pages);
+    for page in &doc.pages {
+        // Black on white (the decoder's colours), whole lines of it.
+        assert!(page.text.contains("The Larkspur LX-40 heat pump is covered by a warranty"), "{page:?}");
+        assert!(page.text.contains("0800 555 0199"), "{page:?}");
+    }
+}

@@ -184,10 +184,36 @@ pub fn scanned_page_jpeg() -> &'static [u8] {
     include_bytes!("../fixtures/scanned-page.jpg")
 }
 
+/// How the scans of `scanned_pdf_as` are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanStorage {
+    /// Gray, as a JPEG (DCTDecode): what a scanner makes of a page in gray or colour.
+    Jpeg,
+    /// Black and white, CCITT group 4 (CCITTFaxDecode, `/K -1`): an office scanner's usual.
+    FaxGroup4,
+}
+
 /// A PDF of scanned pages: each page the scan above and no text layer, as a scanner makes them.
 pub fn scanned_pdf(pages: usize) -> Vec<u8> {
-    let jpeg = scanned_page_jpeg();
+    scanned_pdf_as(pages, ScanStorage::Jpeg)
+}
+
+/// The scan in black and white (gray under 128 is black), CCITT group 4 encoded.
+fn fax_group_4(width: u32, height: u32) -> Vec<u8> {
+    let gray = image::load_from_memory_with_format(scanned_page_jpeg(), image::ImageFormat::Jpeg).unwrap().to_luma8();
+    assert_eq!(gray.dimensions(), (width, height));
+    let mut encoder = fax::encoder::Encoder::new(fax::VecWriter::new());
+    for row in gray.rows() {
+        let pels = row.map(|p| if p.0[0] < 128 { fax::Color::Black } else { fax::Color::White });
+        encoder.encode_line(pels, width as u16).unwrap();
+    }
+    encoder.finish().unwrap().finish()
+}
+
+/// `scanned_pdf` with its pages stored as `storage` says.
+pub fn scanned_pdf_as(pages: usize, storage: ScanStorage) -> Vec<u8> {
     // 1240 × 760 pixels at 150 dpi, in points.
+    let (pixels_wide, pixels_high) = (1240, 760);
     let (width, height) = (595.2, 364.8);
     let draw = format!("q {width} 0 0 {height} 0 0 cm /Scan Do Q");
     let kids: Vec<String> = (0..pages).map(|i| format!("{} 0 R", 4 + 2 * i)).collect();
@@ -195,13 +221,23 @@ pub fn scanned_pdf(pages: usize) -> Vec<u8> {
         b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
         format!("<< /Type /Pages /Kids [{}] /Count {pages} >>", kids.join(" ")).into_bytes(),
     ];
+    let (data, format) = match storage {
+        ScanStorage::Jpeg => (scanned_page_jpeg().to_vec(), "/BitsPerComponent 8 /Filter /DCTDecode".to_string()),
+        ScanStorage::FaxGroup4 => (
+            fax_group_4(pixels_wide, pixels_high),
+            format!(
+                "/BitsPerComponent 1 /Filter /CCITTFaxDecode \
+                 /DecodeParms << /K -1 /Columns {pixels_wide} /Rows {pixels_high} >>"
+            ),
+        ),
+    };
     let mut image = format!(
-        "<< /Type /XObject /Subtype /Image /Width 1240 /Height 760 /ColorSpace /DeviceGray \
-         /BitsPerComponent 8 /Filter /DCTDecode /Length {} >>\nstream\n",
-        jpeg.len()
+        "<< /Type /XObject /Subtype /Image /Width {pixels_wide} /Height {pixels_high} /ColorSpace /DeviceGray \
+         {format} /Length {} >>\nstream\n",
+        data.len()
     )
     .into_bytes();
-    image.extend_from_slice(jpeg);
+    image.extend_from_slice(&data);
     image.extend_from_slice(b"\nendstream");
     objects.push(image);
     for i in 0..pages {
