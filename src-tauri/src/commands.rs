@@ -134,7 +134,8 @@ fn missing_model_said(missing: &quire_engine::MissingModel) -> String {
 }
 
 /// What the window says while the OCR model is missing: everything else works, scans are not read.
-const OCR_MISSING: &str = "Scanned documents (pictures of pages) are not read until the OCR model is installed: Download fetches it.";
+const OCR_MISSING: &str =
+    "Scanned documents (pictures of pages) are not read until the OCR model is installed: Download fetches it.";
 
 /// The OCR model when it is not installed (scans need it; nothing else does).
 fn ocr_missing() -> Option<&'static quire_models::KnownModel> {
