@@ -169,7 +169,10 @@ pub fn load_bytes(path: &Path, kind: DocKind, bytes: &[u8]) -> Result<LoadedDocu
         DocKind::Html => single(html_to_text(&decode_text(bytes)?)?),
         DocKind::Docx => single(crate::office::docx_text(bytes)?),
         DocKind::Epub => single(crate::office::epub_text(bytes)?),
-        DocKind::Image => (vec![Page { number: Some(1), text: crate::scans::image_text(bytes)? }], vec![]),
+        DocKind::Image => {
+            let pages = crate::scans::image_text(bytes)?;
+            (pages.into_iter().zip(1..).map(|(text, number)| Page { number: Some(number), text }).collect(), vec![])
+        }
     };
     if pages.iter().all(|p| p.text.trim().is_empty()) {
         return Err(match kind {

@@ -1,4 +1,4 @@
-//! Scans: images (PNG, JPEG, TIFF, WebP) and PDF pages that are pictures of text, read by OCR
+//! Scans: images (PNG, JPEG, TIFF with all its pages, WebP) and PDF pages that are pictures of text, read by OCR
 //! (`quire-ocr`, PP-OCR). The OCR models are the ones installed in the models folder
 //! (`quire_models::PP_OCR`); without them a scan is reported as needing them. The engine is
 //! loaded once per process, at the first scanned page (a loader worker reads one file).
@@ -46,10 +46,71 @@ pub(crate) fn looks_scanned(text: &str) -> bool {
     text.chars().filter(|c| c.is_alphanumeric()).count() < SCAN_TEXT_CHARS
 }
 
-/// The text of an image file (one page).
-pub(crate) fn image_text(bytes: &[u8]) -> Result<String, LoadError> {
-    let image = decode_image(bytes, None)?;
-    read(&image, (1, 1))
+/// The text of each page of an image file: a TIFF may hold several (a scanner's multi-page
+/// file), the other formats one.
+pub(crate) fn image_text(bytes: &[u8]) -> Result<Vec<String>, LoadError> {
+    let pages = if image::guess_format(bytes).ok() == Some(image::ImageFormat::Tiff) {
+        tiff_pages(bytes)?
+    } else {
+        vec![decode_image(bytes, None)?]
+    };
+    let count = pages.len() as u32;
+    pages.iter().zip(1..).map(|(page, number)| read(page, (number, count))).collect()
+}
+
+/// Every page of a TIFF: 8-bit gray, RGB or RGBA, or 1-bit black and white (white is 0 or 1 as
+/// the file says).
+fn tiff_pages(bytes: &[u8]) -> Result<Vec<DynamicImage>, LoadError> {
+    use tiff::decoder::{Decoder, DecodingResult, Limits};
+    let bad = |e: tiff::TiffError| LoadError::Image(e.to_string());
+    let mut limits = Limits::default();
+    limits.decoding_buffer_size = (MAX_IMAGE_PIXELS * 4) as usize;
+    let mut decoder = Decoder::new(Cursor::new(bytes)).map_err(bad)?.with_limits(limits);
+    let mut pages = Vec::new();
+    loop {
+        let (width, height) = decoder.dimensions().map_err(bad)?;
+        if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS {
+            return Err(LoadError::Image(format!("a page of the TIFF is {width}×{height} pixels")));
+        }
+        let color = decoder.colortype().map_err(bad)?;
+        let white_is_zero =
+            decoder.find_tag_unsigned::<u32>(tiff::tags::Tag::PhotometricInterpretation).ok().flatten() == Some(0);
+        let DecodingResult::U8(samples) = decoder.read_image().map_err(bad)? else {
+            return Err(unsupported(&format!("a TIFF page in {color:?}")));
+        };
+        let short = || LoadError::Image("a page of the TIFF has fewer samples than its size says".into());
+        let page = match color {
+            tiff::ColorType::Gray(8) => {
+                let mut gray = image::GrayImage::from_raw(width, height, samples).ok_or_else(short)?;
+                if white_is_zero {
+                    image::imageops::invert(&mut gray);
+                }
+                DynamicImage::ImageLuma8(gray)
+            }
+            tiff::ColorType::Gray(1) => {
+                let row = (width as usize).div_ceil(8);
+                if samples.len() < row * height as usize {
+                    return Err(short());
+                }
+                DynamicImage::ImageLuma8(image::GrayImage::from_fn(width, height, |x, y| {
+                    let bit = samples[y as usize * row + x as usize / 8] >> (7 - x % 8) & 1 == 1;
+                    image::Luma([if bit != white_is_zero { 255 } else { 0 }])
+                }))
+            }
+            tiff::ColorType::RGB(8) => {
+                DynamicImage::ImageRgb8(image::RgbImage::from_raw(width, height, samples).ok_or_else(short)?)
+            }
+            tiff::ColorType::RGBA(8) => {
+                DynamicImage::ImageRgba8(image::RgbaImage::from_raw(width, height, samples).ok_or_else(short)?)
+            }
+            other => return Err(unsupported(&format!("a TIFF page in {other:?}"))),
+        };
+        pages.push(page);
+        if !decoder.more_images() {
+            return Ok(pages);
+        }
+        decoder.next_image().map_err(bad)?;
+    }
 }
 
 /// OCR of page `at.0` of `at.1`, reported as read (a loader child's progress).

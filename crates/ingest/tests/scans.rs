@@ -67,3 +67,13 @@ fn a_black_and_white_fax_coded_scan_is_read() {
         assert!(page.text.contains("0800 555 0199"), "{page:?}");
     }
 }
+
+#[test]
+fn every_page_of_a_multi_page_tiff_is_read() {
+    ocr_installed();
+    let doc = load_bytes(Path::new("scan.tif"), DocKind::Image, &quire_testkit::scanned_tiff(3)).unwrap();
+    assert_eq!(doc.pages.iter().map(|p| p.number).collect::<Vec<_>>(), [Some(1), Some(2), Some(3)]);
+    for page in &doc.pages {
+        assert!(page.text.contains("the serial number printed under the front cover"), "{page:?}");
+    }
+}

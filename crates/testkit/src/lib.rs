@@ -210,6 +210,18 @@ fn fax_group_4(width: u32, height: u32) -> Vec<u8> {
     encoder.finish().unwrap().finish()
 }
 
+/// A multi-page TIFF (a scanner's file of a whole document): `pages` pages of the scan, 8-bit
+/// gray, uncompressed.
+pub fn scanned_tiff(pages: usize) -> Vec<u8> {
+    let gray = image::load_from_memory_with_format(scanned_page_jpeg(), image::ImageFormat::Jpeg).unwrap().to_luma8();
+    let mut file = std::io::Cursor::new(Vec::new());
+    let mut tiff = tiff::encoder::TiffEncoder::new(&mut file).unwrap();
+    for _ in 0..pages {
+        tiff.write_image::<tiff::encoder::colortype::Gray8>(gray.width(), gray.height(), gray.as_raw()).unwrap();
+    }
+    file.into_inner()
+}
+
 /// `scanned_pdf` with its pages stored as `storage` says.
 pub fn scanned_pdf_as(pages: usize, storage: ScanStorage) -> Vec<u8> {
     // 1240 × 760 pixels at 150 dpi, in points.
