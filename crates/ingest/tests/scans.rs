@@ -77,3 +77,16 @@ fn every_page_of_a_multi_page_tiff_is_read() {
         assert!(page.text.contains("the serial number printed under the front cover"), "{page:?}");
     }
 }
+
+#[test]
+fn an_image_claiming_billions_of_pixels_is_refused_before_it_is_allocated() {
+    ocr_installed();
+    // 60,000 × 60,000 gray pixels would be 3.6 GB.
+    let bomb = quire_testkit::png_claiming(60_000, 60_000);
+    let err = load_bytes(Path::new("bomb.png"), DocKind::Image, &bomb).unwrap_err();
+    assert_eq!(err.to_string(), "the image cannot be read: Memory limit exceeded");
+    // The same header at a readable size is decoded (the data is short: an error of another kind
+    // or a blank page, never the size refusal).
+    let small = load_bytes(Path::new("small.png"), DocKind::Image, &quire_testkit::png_claiming(64, 64));
+    assert!(small.as_ref().map_or_else(|e| !e.to_string().contains("limit"), |_| true), "{small:?}");
+}

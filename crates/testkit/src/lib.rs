@@ -210,6 +210,29 @@ fn fax_group_4(width: u32, height: u32) -> Vec<u8> {
     encoder.finish().unwrap().finish()
 }
 
+/// A PNG whose header claims `width` × `height` gray pixels and whose data holds next to none:
+/// what a decompression bomb looks like to a decoder before it allocates.
+pub fn png_claiming(width: u32, height: u32) -> Vec<u8> {
+    let chunk = |kind: &[u8], data: &[u8]| {
+        let mut out = (data.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(kind);
+        crc.update(data);
+        out.extend_from_slice(&crc.finalize().to_be_bytes());
+        out
+    };
+    let mut header = width.to_be_bytes().to_vec();
+    header.extend_from_slice(&height.to_be_bytes());
+    header.extend_from_slice(&[8, 0, 0, 0, 0]); // 8-bit gray, deflate, adaptive filter, no interlace
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(chunk(b"IHDR", &header));
+    png.extend(chunk(b"IDAT", &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]));
+    png.extend(chunk(b"IEND", &[]));
+    png
+}
+
 /// A multi-page TIFF (a scanner's file of a whole document): `pages` pages of the scan, 8-bit
 /// gray, uncompressed.
 pub fn scanned_tiff(pages: usize) -> Vec<u8> {
