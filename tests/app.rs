@@ -970,6 +970,11 @@ fn a_scanned_pdf_added_in_the_window_is_read_and_shown_at_its_page() {
         "{marked:?}"
     );
     app.screenshot("12-scanned-pdf.png");
+    // Settings names the OCR model that read it.
+    app.click("#settings-button");
+    let line = app.text("#ocr-model-line");
+    assert!(line.contains("read by OCR: pp-ocrv6-small (31.3 MB)"), "{line:?}");
+    app.screenshot("12b-settings-ocr.png");
 }
 
 impl App {

@@ -115,6 +115,10 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         model_preloading: settings.preload_model && target_installed && !loaded,
         problems,
         missing_models: fetchable(&missing.unwrap_or_default()).iter().map(|m| m.name.to_owned()).collect(),
+        ocr_model: ocr_missing().is_none().then(|| {
+            let ocr = &quire_models::PP_OCR;
+            format!("{} ({:.1} MB)", ocr.name, ocr.installed_bytes() as f64 / 1e6)
+        }),
         watched_folders: settings.watched_folders.clone(),
         ingesting: state.ingest_turn.try_lock().is_err(),
         local_api_port: settings.local_api_port,

@@ -69,6 +69,8 @@ pub struct AppStatus {
     pub problems: Vec<String>,
     /// Known models the settings use that are not installed (`fetch_models` gets them).
     pub missing_models: Vec<String>,
+    /// The OCR model that reads scans, as Settings names it (its name and size), when installed.
+    pub ocr_model: Option<String>,
     pub watched_folders: Vec<String>,
     pub ingesting: bool,
     /// The local API's port when it is on.

@@ -53,6 +53,9 @@ async function refreshStatus() {
   // A missing model is already said in plain words; other failures are shown as they are.
   if (s.engine.state === "failed" && said.length === 0) said.push(s.engine.reason);
   problems.show(said, s.missing_models);
+  byId("ocr-model-line").textContent = s.ocr_model
+    ? `Scans (scanned PDFs, photos of pages) are read by OCR: ${s.ocr_model}.`
+    : "Scans are not read: the OCR model is not installed (the banner's Download fetches it).";
   if (engine === "ready" && !historyShown) {
     historyShown = true;
     void loadHistory();

@@ -25,7 +25,11 @@ problems: Array<string>,
 /**
  * Known models the settings use that are not installed (`fetch_models` gets them).
  */
-missing_models: Array<string>, watched_folders: Array<string>, ingesting: boolean, 
+missing_models: Array<string>, 
+/**
+ * The OCR model that reads scans, as Settings names it (its name and size), when installed.
+ */
+ocr_model: string | null, watched_folders: Array<string>, ingesting: boolean, 
 /**
  * The local API's port when it is on.
  */
