@@ -135,6 +135,8 @@ function setupLibraryHealth(guard: (f: () => Promise<unknown>) => () => Promise<
     health.dataset.state = state;
     health.replaceChildren(...[...lines, last].map((l) => el("li", { text: l, className: l.includes("DAMAGED") ? "error" : "" })));
     repairButton.hidden = state !== "damaged";
+    // The offer comes in below what was in view, where the dialog's Close row would cover it.
+    if (!repairButton.hidden) repairButton.scrollIntoView({ block: "center" });
   };
   const healthSaid = (h: LibraryHealth, whole: string) =>
     showHealth(h.whole ? "whole" : "damaged", h.lines, h.whole ? whole : "Damaged: Repair mends it (the damaged files are kept aside).");
