@@ -180,9 +180,12 @@ pub fn load_isolated(
     let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
     let (pages_read, progress) = std::sync::mpsc::channel();
     let stderr_pipe = child.stderr.take().expect("piped stderr");
+    // Read to the end as bytes: a line that is not UTF-8 (a parser's message) must not stop the
+    // draining, or the child would block on a full pipe.
     let stderr = std::thread::spawn(move || {
         let mut kept = String::new();
-        for line in std::io::BufReader::new(stderr_pipe).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stderr_pipe).split(b'\n').map_while(Result::ok) {
+            let line = String::from_utf8_lossy(&line);
             match page_read(&line) {
                 Some(at) => {
                     let _ = pages_read.send(at);

@@ -24,20 +24,21 @@ const MAX_IMAGE_PIXELS: u64 = 100_000_000;
 /// Images smaller than this in either side are decorations, not pages of text.
 const MIN_SCAN_SIDE: i64 = 200;
 
-/// The process's OCR engine, loaded at first use.
+/// The process's OCR engine, loaded at first use; `Err(None)` when the model is not installed.
 fn ocr() -> Result<&'static Ocr, LoadError> {
-    static ENGINE: OnceLock<Result<Ocr, String>> = OnceLock::new();
+    static ENGINE: OnceLock<Result<Ocr, Option<String>>> = OnceLock::new();
     let loaded = ENGINE.get_or_init(|| {
-        let folder = quire_models::PP_OCR.location().map_err(|e| e.to_string())?;
-        if !Ocr::is_installed(&folder) {
-            return Err(String::new());
+        let model = &quire_models::PP_OCR;
+        if !model.is_installed() {
+            return Err(None);
         }
-        Ocr::load(&folder).map_err(|e| format!("{e:#}"))
+        let folder = model.location().map_err(|e| Some(e.to_string()))?;
+        Ocr::load(&folder).map_err(|e| Some(format!("{e:#}")))
     });
     match loaded {
         Ok(ocr) => Ok(ocr),
-        Err(reason) if reason.is_empty() => Err(LoadError::NeedsOcr),
-        Err(reason) => Err(LoadError::Ocr(reason.clone())),
+        Err(None) => Err(LoadError::NeedsOcr),
+        Err(Some(reason)) => Err(LoadError::Ocr(reason.clone())),
     }
 }
 
@@ -49,68 +50,73 @@ pub(crate) fn looks_scanned(text: &str) -> bool {
 /// The text of each page of an image file: a TIFF may hold several (a scanner's multi-page
 /// file), the other formats one.
 pub(crate) fn image_text(bytes: &[u8]) -> Result<Vec<String>, LoadError> {
-    let pages = if image::guess_format(bytes).ok() == Some(image::ImageFormat::Tiff) {
-        tiff_pages(bytes)?
-    } else {
-        vec![decode_image(bytes, None)?]
-    };
-    let count = pages.len() as u32;
-    pages.iter().zip(1..).map(|(page, number)| read(page, (number, count))).collect()
+    if image::guess_format(bytes).ok() == Some(image::ImageFormat::Tiff) {
+        return tiff_text(bytes);
+    }
+    Ok(vec![read(&decode_image(bytes, None)?, (1, 1))?])
 }
 
-/// Every page of a TIFF: 8-bit gray, RGB or RGBA, or 1-bit black and white (white is 0 or 1 as
-/// the file says).
-fn tiff_pages(bytes: &[u8]) -> Result<Vec<DynamicImage>, LoadError> {
-    use tiff::decoder::{Decoder, DecodingResult, Limits};
-    let bad = |e: tiff::TiffError| LoadError::Image(e.to_string());
-    let mut limits = Limits::default();
-    limits.decoding_buffer_size = (MAX_IMAGE_PIXELS * 4) as usize;
-    let mut decoder = Decoder::new(Cursor::new(bytes)).map_err(bad)?.with_limits(limits);
-    let mut pages = Vec::new();
-    loop {
-        let (width, height) = decoder.dimensions().map_err(bad)?;
-        if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS {
-            return Err(LoadError::Image(format!("a page of the TIFF is {width}×{height} pixels")));
-        }
-        let color = decoder.colortype().map_err(bad)?;
-        let white_is_zero =
-            decoder.find_tag_unsigned::<u32>(tiff::tags::Tag::PhotometricInterpretation).ok().flatten() == Some(0);
-        let DecodingResult::U8(samples) = decoder.read_image().map_err(bad)? else {
-            return Err(unsupported(&format!("a TIFF page in {color:?}")));
-        };
-        let short = || LoadError::Image("a page of the TIFF has fewer samples than its size says".into());
-        let page = match color {
-            tiff::ColorType::Gray(8) => {
-                let mut gray = image::GrayImage::from_raw(width, height, samples).ok_or_else(short)?;
-                if white_is_zero {
-                    image::imageops::invert(&mut gray);
-                }
-                DynamicImage::ImageLuma8(gray)
-            }
-            tiff::ColorType::Gray(1) => {
-                let row = (width as usize).div_ceil(8);
-                if samples.len() < row * height as usize {
-                    return Err(short());
-                }
-                DynamicImage::ImageLuma8(image::GrayImage::from_fn(width, height, |x, y| {
-                    let bit = samples[y as usize * row + x as usize / 8] >> (7 - x % 8) & 1 == 1;
-                    image::Luma([if bit != white_is_zero { 255 } else { 0 }])
-                }))
-            }
-            tiff::ColorType::RGB(8) => {
-                DynamicImage::ImageRgb8(image::RgbImage::from_raw(width, height, samples).ok_or_else(short)?)
-            }
-            tiff::ColorType::RGBA(8) => {
-                DynamicImage::ImageRgba8(image::RgbaImage::from_raw(width, height, samples).ok_or_else(short)?)
-            }
-            other => return Err(unsupported(&format!("a TIFF page in {other:?}"))),
-        };
-        pages.push(page);
-        if !decoder.more_images() {
-            return Ok(pages);
-        }
-        decoder.next_image().map_err(bad)?;
+fn tiff_error(e: tiff::TiffError) -> LoadError {
+    LoadError::Image(e.to_string())
+}
+
+/// Each page of a TIFF decoded, read and let go in turn (a long fax holds hundreds of MB
+/// decoded); the pages are counted first, from their headers alone, for the progress.
+fn tiff_text(bytes: &[u8]) -> Result<Vec<String>, LoadError> {
+    use tiff::decoder::{Decoder, Limits};
+    let open = || {
+        let mut limits = Limits::default();
+        limits.decoding_buffer_size = (MAX_IMAGE_PIXELS * 4) as usize;
+        Decoder::new(Cursor::new(bytes)).map(|d| d.with_limits(limits)).map_err(tiff_error)
+    };
+    let mut headers = open()?;
+    let mut count = 1;
+    while headers.more_images() {
+        headers.next_image().map_err(tiff_error)?;
+        count += 1;
     }
+    let mut decoder = open()?;
+    let mut texts = Vec::with_capacity(count as usize);
+    for number in 1..=count {
+        if number > 1 {
+            decoder.next_image().map_err(tiff_error)?;
+        }
+        texts.push(read(&tiff_page(&mut decoder)?, (number, count))?);
+    }
+    Ok(texts)
+}
+
+/// The decoder's current TIFF page: 8-bit gray, RGB or RGBA, or 1-bit black and white (white is
+/// 0 or 1 as the file says).
+fn tiff_page(decoder: &mut tiff::decoder::Decoder<Cursor<&[u8]>>) -> Result<DynamicImage, LoadError> {
+    let (width, height) = decoder.dimensions().map_err(tiff_error)?;
+    if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS {
+        return Err(LoadError::Image(format!("a page of the TIFF is {width}×{height} pixels")));
+    }
+    let color = decoder.colortype().map_err(tiff_error)?;
+    let white_is_zero =
+        decoder.find_tag_unsigned::<u32>(tiff::tags::Tag::PhotometricInterpretation).ok().flatten() == Some(0);
+    let tiff::decoder::DecodingResult::U8(samples) = decoder.read_image().map_err(tiff_error)? else {
+        return Err(unsupported(&format!("a TIFF page in {color:?}")));
+    };
+    let short = || LoadError::Image("a page of the TIFF has fewer samples than its size says".into());
+    Ok(match color {
+        tiff::ColorType::Gray(8) => {
+            let mut gray = image::GrayImage::from_raw(width, height, samples).ok_or_else(short)?;
+            if white_is_zero {
+                image::imageops::invert(&mut gray);
+            }
+            DynamicImage::ImageLuma8(gray)
+        }
+        tiff::ColorType::Gray(1) => bilevel(&samples, width, height, !white_is_zero).ok_or_else(short)?,
+        tiff::ColorType::RGB(8) => {
+            DynamicImage::ImageRgb8(image::RgbImage::from_raw(width, height, samples).ok_or_else(short)?)
+        }
+        tiff::ColorType::RGBA(8) => {
+            DynamicImage::ImageRgba8(image::RgbaImage::from_raw(width, height, samples).ok_or_else(short)?)
+        }
+        other => return Err(unsupported(&format!("a TIFF page in {other:?}"))),
+    })
 }
 
 /// OCR of page `at.0` of `at.1`, reported as read (a loader child's progress).
@@ -224,18 +230,9 @@ fn raw_image(
         .is_ok_and(|d| d.first().and_then(|v| v.as_float().ok()) == Some(1.0));
     let short = || LoadError::Image("the page's image has fewer samples than its size says".into());
     match (bits, components) {
+        // A mask paints where the sample is 0 (by default): black ink on white paper.
         _ if is_mask || (bits, components) == (1, 1) => {
-            let row = (width as usize).div_ceil(8);
-            if samples.len() < row * height as usize {
-                return Err(short());
-            }
-            // A mask paints where the sample is 0 (by default): black ink on white paper.
-            let white_is_one = !is_mask ^ inverted;
-            let gray = image::GrayImage::from_fn(width, height, |x, y| {
-                let bit = samples[y as usize * row + x as usize / 8] >> (7 - x % 8) & 1 == 1;
-                image::Luma([if bit == white_is_one { 255 } else { 0 }])
-            });
-            Ok(DynamicImage::ImageLuma8(gray))
+            bilevel(&samples, width, height, !is_mask ^ inverted).ok_or_else(short)
         }
         (8, 1) => image::GrayImage::from_raw(width, height, truncated(samples, width * height))
             .map(DynamicImage::ImageLuma8)
@@ -256,6 +253,19 @@ fn raw_image(
         }
         _ => Err(unsupported(&format!("{components} colour components of {bits} bits"))),
     }
+}
+
+/// 1-bit samples, rows padded to whole bytes, most significant bit first, as white and black;
+/// `None` when there are fewer samples than the size says.
+fn bilevel(samples: &[u8], width: u32, height: u32, one_is_white: bool) -> Option<DynamicImage> {
+    let row = (width as usize).div_ceil(8);
+    if samples.len() < row * height as usize {
+        return None;
+    }
+    Some(DynamicImage::ImageLuma8(image::GrayImage::from_fn(width, height, |x, y| {
+        let bit = samples[y as usize * row + x as usize / 8] >> (7 - x % 8) & 1 == 1;
+        image::Luma([if bit == one_is_white { 255 } else { 0 }])
+    })))
 }
 
 fn truncated(mut samples: Vec<u8>, len: u32) -> Vec<u8> {

@@ -66,11 +66,6 @@ impl Ocr {
         Ok(Ocr { detector: model(DETECTOR_FILE)?, recognizer: model(RECOGNIZER_FILE)?, alphabet })
     }
 
-    /// True when the three files are in `folder` (it does not load them).
-    pub fn is_installed(folder: &Path) -> bool {
-        [DETECTOR_FILE, RECOGNIZER_FILE, DICTIONARY_FILE].iter().all(|f| folder.join(f).is_file())
-    }
-
     /// Reads the text of one page image.
     pub fn read(&self, page: &DynamicImage) -> Result<ReadPage> {
         let rgb = page.to_rgb8();
