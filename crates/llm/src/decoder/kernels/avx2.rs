@@ -197,6 +197,7 @@ pub unsafe fn q4k_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
     let mut acc = _mm_setzero_ps();
     let low = _mm256_set1_epi8(0xF);
     for b in 0..blocks {
+        block::prefetch_ahead(row.as_ptr().add(b * Q4K_BYTES), Q4K_BYTES);
         let Q4kBlock { d, dmin, scales: sc, mins: mn, nibbles: qs } = q4k_block(row, b);
         // The block's 256 weights as 8 vectors of 32 unsigned nibbles, and their scales.
         let mut q4 = [_mm256_setzero_si256(); 8];
@@ -288,6 +289,7 @@ pub unsafe fn q6k_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
     let ys = token_bytes(tokens);
     let mut acc = _mm_setzero_ps();
     for b in 0..blocks {
+        block::prefetch_ahead(row.as_ptr().add(b * Q6K_BYTES), Q6K_BYTES);
         let (q6, d) = q6k_weights(row, b);
         let s = row.as_ptr().add(b * Q6K_BYTES + Q6K_SCALES);
         let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(s as *const __m128i));

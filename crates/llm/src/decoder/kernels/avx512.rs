@@ -15,7 +15,7 @@ use candle_core::quantized::k_quants::BlockQ8K;
 use std::arch::x86_64::*;
 
 use super::avx2;
-use super::block::{f16_at, Unpacked, Q4K_BYTES, Q6K_BYTES, Q6K_D, Q6K_HIGH, Q6K_SCALES};
+use super::block::{self, f16_at, Unpacked, Q4K_BYTES, Q6K_BYTES, Q6K_D, Q6K_HIGH, Q6K_SCALES};
 use super::panels::{each_block, Layout, Panels, PANEL};
 use super::q4k::{q4k_block, Q4kBlock};
 use super::{panel_kernel, q8k_block, token_bytes, KernelTable, QK_K, TILE};
@@ -180,6 +180,7 @@ pub unsafe fn q4k_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
     let mut acc = _mm_setzero_ps();
     let low = _mm512_set1_epi8(0xF);
     for b in 0..blocks {
+        block::prefetch_ahead(row.as_ptr().add(b * Q4K_BYTES), Q4K_BYTES);
         let Q4kBlock { d, dmin, scales: sc, mins: mn, nibbles: qs } = q4k_block(row, b);
         // Vector j: sub-blocks 2j (low nibbles) and 2j+1 (high nibbles), in the order of
         // the token's bytes 64j..64j+64; their scales as 16 words each.
@@ -262,6 +263,7 @@ pub unsafe fn q6k_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
     let mut acc = _mm_setzero_ps();
     let spread = SPREAD.map(|idx| _mm512_loadu_si512(idx.as_ptr() as *const _));
     for b in 0..blocks {
+        block::prefetch_ahead(row.as_ptr().add(b * Q6K_BYTES), Q6K_BYTES);
         let (q6, scales16, d) = q6k_weights(row, b);
         let all = _mm512_castsi256_si512(scales16);
         let scale = spread.map(|s| _mm512_permutexvar_epi16(s, all));
