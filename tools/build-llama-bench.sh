@@ -8,7 +8,11 @@
 # ~/.cache/quire/llama.cpp (or $QUIRE_LLAMA_DIR); the binary is printed on the last line.
 # Built for this CPU (GGML_NATIVE), as a person building llama.cpp here would; with `--avx2`,
 # a second build limited to AVX2/FMA/F16C (no AVX-512, no VNNI), the reference for what a CPU
-# without AVX-512 runs (Quire's `QUIRE_KERNELS=avx2`).
+# without AVX-512 runs (Quire's `QUIRE_KERNELS=avx2`); with `--avxvnni`, AVX2 and AVX-VNNI (the
+# VEX form of Alder Lake and later laptops, no AVX-512): the reference for `QUIRE_KERNELS=avxvnni`.
+# That build runs on a CPU without AVX-VNNI only as far as its path for the model has no VNNI
+# instruction (a K-quant model's has none in llama.cpp 11434); where it has one, it stops with
+# SIGILL, so a figure it gives is that of the instructions an AVX-VNNI laptop runs.
 set -euo pipefail
 
 build=build
@@ -17,6 +21,10 @@ if [ "${1:-}" = "--avx2" ]; then
   build=build-avx2
   flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
          -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF)
+elif [ "${1:-}" = "--avxvnni" ]; then
+  build=build-avxvnni
+  flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+         -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=ON)
 fi
 
 VERSION=11434.0.0

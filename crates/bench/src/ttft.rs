@@ -4,8 +4,10 @@
 //! after another (the chat template and instructions kept from the last prompt) and a
 //! follow-up over the same passages (everything but the new question kept). Each answer of the
 //! last three is checked token for token against the fresh run of the same prompt: the kept
-//! prompt must change nothing. Then llama.cpp's llama-bench processes a prompt of the same
-//! length on the same file and threads, for the ratio.
+//! prompt must change nothing. Then each answer is decoded plainly (no drafts) over its kept
+//! prompt, for the decoding speed at the prompt's depth. Then llama.cpp's llama-bench processes
+//! a prompt of the same length, and generates 128 tokens after a prompt of that length, on the
+//! same file and threads in each of its CPU configurations, for the ratios to its best.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -173,17 +175,49 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     anyhow::ensure!(different.is_empty(), "a kept prompt changed the answer to: {different:?}");
     println!("every answer with a kept prompt equals the fresh run's, token for token");
 
+    // Decoding: each fresh question again over its kept prompt, plainly and with the app's
+    // speculation; the rate is the answer's tokens over the time after the first.
+    let plain = Speculation::off();
+    let (mut plain_time, mut plain_tokens, mut spec_time, mut spec_tokens) = (0.0, 0usize, 0.0, 0usize);
+    for (i, (question, _)) in requests.iter().enumerate() {
+        let speculative = run_one(decoder, question, &speculation)?;
+        let plainly = run_one(decoder, question, &plain)?;
+        anyhow::ensure!(
+            plainly.tokens == speculative.tokens,
+            "speculative decoding changed the answer to: {}",
+            cases[i].question
+        );
+        for (d, time, tokens) in
+            [(&plainly, &mut plain_time, &mut plain_tokens), (&speculative, &mut spec_time, &mut spec_tokens)]
+        {
+            let s = &d.generation.stats;
+            *time += s.completion_tokens as f64 / f64::from(s.decode_tokens_per_sec).max(1e-9);
+            *tokens += s.completion_tokens;
+        }
+    }
+    let plain_rate = plain_tokens as f64 / plain_time.max(1e-9);
+    let spec_rate = spec_tokens as f64 / spec_time.max(1e-9);
+    println!(
+        "decoding the answers ({} tokens, plain and speculative identical): plain {plain_rate:.1} tokens/s, \
+         speculative {spec_rate:.1} tokens/s ({:.2}× plain)",
+        plain_tokens,
+        spec_rate / plain_rate
+    );
+
     let prompt = mean(0, |f| f.prompt as f64).round() as usize;
     let quire_rate = mean(0, |f| f.prompt_tokens_per_sec as f64);
     match args.llama_bench.or_else(built_llama_bench) {
         Some(bench) => {
             let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-            let configurations = llama_cpp_prompt_rates(&bench, &model_path, prompt, threads)?;
+            let configurations = llama_cpp_rates(&bench, &model_path, LlamaTest::Prompt(prompt), threads)?;
+            let decoding = llama_cpp_rates(&bench, &model_path, LlamaTest::Decode { depth: prompt }, threads)?;
             println!("\nllama.cpp's configurations (llama-bench, {} runs each):", LLAMA_RUNS);
-            for (configuration, rate) in &configurations {
-                println!("  {configuration:<26} {rate:>7.1} tokens/s");
+            println!("  {:<26} {:>17} {:>22}", "", format!("pp{prompt}"), format!("tg{LLAMA_DECODED} at depth {prompt}"));
+            for ((configuration, rate), (_, decode)) in configurations.iter().zip(&decoding) {
+                println!("  {configuration:<26} {rate:>10.1} tokens/s {decode:>15.1} tokens/s");
             }
             let llama = configurations.iter().map(|(_, rate)| *rate).fold(0.0, f64::max);
+            let llama_decode = decoding.iter().map(|(_, rate)| *rate).fold(0.0, f64::max);
             println!("\nprompt processing, {prompt} tokens, {threads} threads, same GGUF file:");
             println!(
                 "  Quire (fresh questions)  {quire_rate:>7.1} tokens/s   first token after {:>5.2} s",
@@ -194,6 +228,14 @@ pub async fn run(args: TtftArgs) -> Result<()> {
                 prompt as f64 / llama
             );
             println!("  ratio Quire / llama.cpp  {:>7.2}", quire_rate / llama);
+            println!("\ndecoding at a depth of {prompt} tokens, same file and threads:");
+            println!("  Quire, plain             {plain_rate:>7.1} tokens/s   speculative {spec_rate:>7.1} tokens/s");
+            println!("  llama.cpp, its best      {llama_decode:>7.1} tokens/s   ({LLAMA_DECODED} tokens generated)");
+            println!(
+                "  ratio Quire / llama.cpp  {:>7.2} plain, {:.2} speculative",
+                plain_rate / llama_decode,
+                spec_rate / llama_decode
+            );
         }
         None => println!("\n(no llama-bench to compare with: build it with `bash tools/build-llama-bench.sh`, or pass --llama-bench)"),
     }
@@ -212,20 +254,37 @@ fn built_llama_bench() -> Option<PathBuf> {
 /// Runs of llama-bench per configuration (it reports their mean).
 const LLAMA_RUNS: usize = 3;
 
-/// llama.cpp's prompt processing rate (tokens/s, mean of `LLAMA_RUNS` runs) on `prompt` tokens
-/// in each configuration that changes it on a CPU: flash attention on and off, weights repacked
-/// for its CPU kernels or not (which is faster depends on the CPU and the model). The ratio is
+/// Tokens llama-bench generates for its decoding figure.
+const LLAMA_DECODED: usize = 128;
+
+/// What llama-bench is asked to time.
+#[derive(Clone, Copy)]
+enum LlamaTest {
+    /// A prompt of this many tokens processed.
+    Prompt(usize),
+    /// `LLAMA_DECODED` tokens generated after a prompt of `depth` tokens.
+    Decode { depth: usize },
+}
+
+/// llama.cpp's rate (tokens/s, mean of `LLAMA_RUNS` runs) for `test` in each configuration
+/// that changes it on a CPU: flash attention on and off, weights repacked for its CPU kernels
+/// or not (which is faster depends on the CPU and the model), in that order. The ratio is
 /// taken against the best.
-fn llama_cpp_prompt_rates(
+fn llama_cpp_rates(
     bench: &std::path::Path,
     model: &std::path::Path,
-    prompt: usize,
+    test: LlamaTest,
     threads: usize,
 ) -> Result<Vec<(String, f64)>> {
+    let (prompt, generated, depth) = match test {
+        LlamaTest::Prompt(prompt) => (prompt, 0, 0),
+        LlamaTest::Decode { depth } => (0, LLAMA_DECODED, depth),
+    };
     let output = std::process::Command::new(bench)
         .arg("-m")
         .arg(model)
-        .args(["-p", &prompt.to_string(), "-n", "0", "-t", &threads.to_string()])
+        .args(["-p", &prompt.to_string(), "-n", &generated.to_string(), "-d", &depth.to_string()])
+        .args(["-t", &threads.to_string()])
         .args(["-r", &LLAMA_RUNS.to_string(), "-fa", "on,off", "--repack", "0,1", "-o", "json"])
         .output()
         .with_context(|| format!("cannot run {}", bench.display()))?;
@@ -239,7 +298,11 @@ fn llama_cpp_prompt_rates(
         serde_json::from_slice(&output.stdout).context("llama-bench's JSON output did not parse")?;
     let rates: Vec<(String, f64)> = runs
         .iter()
-        .filter(|r| r["n_prompt"].as_u64() == Some(prompt as u64) && r["n_gen"].as_u64() == Some(0))
+        .filter(|r| {
+            r["n_prompt"].as_u64() == Some(prompt as u64)
+                && r["n_gen"].as_u64() == Some(generated as u64)
+                && r["n_depth"].as_u64().unwrap_or(0) == depth as u64
+        })
         .filter_map(|r| {
             // llama-bench writes flash attention as a number (1 on, 0 off) and repack as a bool.
             let flash = match r["flash_attn"].as_i64() {
@@ -251,7 +314,7 @@ fn llama_cpp_prompt_rates(
             Some((format!("-fa {flash} --repack {repack}"), r["avg_ts"].as_f64()?))
         })
         .collect();
-    anyhow::ensure!(!rates.is_empty(), "llama-bench reported no prompt-processing run");
+    anyhow::ensure!(rates.len() == 4, "llama-bench reported {} of its 4 configurations", rates.len());
     Ok(rates)
 }
 
