@@ -407,6 +407,42 @@ fn scans_are_read_found_and_cited_by_page() {
     );
 }
 
+/// A photo with no text fails once, through the loader child, and is not read by OCR again at
+/// the next run while its size and time stay the same; once it changes it is read again.
+#[test]
+fn a_photo_without_text_is_not_read_again_until_it_changes() {
+    use std::time::{Duration, SystemTime};
+    let docs = tempfile::tempdir().unwrap();
+    let photo = docs.path().join("wall.jpg");
+    // Two JPEGs of one size (a decoder stops at the image's end marker; the rest is padding).
+    let (mut wall, mut page) = (quire_testkit::textless_photo_jpeg(), quire_testkit::scanned_page_jpeg().to_vec());
+    let size = wall.len().max(page.len());
+    wall.resize(size, 0);
+    page.resize(size, 0);
+    let set_time = |t: SystemTime| std::fs::File::options().write(true).open(&photo).unwrap().set_modified(t).unwrap();
+    std::fs::write(&photo, &wall).unwrap();
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    set_time(an_hour_ago);
+    let home = QuireHome::new(QUIRE);
+    let failed = "wall.jpg: no text was found on the image (a photo or a drawing?)";
+    let out = home.command(&["ingest", docs.path().to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains(failed), "{}", text(&out.stderr));
+
+    // The page's bytes under the photo's size and time: still the photo's failure, not read.
+    std::fs::write(&photo, &page).unwrap();
+    set_time(an_hour_ago);
+    let out = home.command(&["ingest", docs.path().to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains(failed), "{}", text(&out.stderr));
+
+    // A new time: read by OCR, indexed.
+    set_time(SystemTime::now() - Duration::from_secs(60));
+    let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("wall.jpg (1 pages"), "{}", text(&out.stdout));
+}
+
 /// The loader children reading `file` (their environment names it), by process id.
 fn loader_children_reading(file: &Path) -> Vec<u32> {
     let wanted = format!("QUIRE_LOADER_WORKER={}", file.display());

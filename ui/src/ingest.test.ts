@@ -22,9 +22,9 @@ describe("IngestTracker", () => {
 
     t.apply({ type: "ingest_progress", files_done: 0, files_total: 3, chunks_embedded: 10, chunks_per_s: 1.5, eta_s: 12 });
     expect(t.chunksPerSecond).toBe(1.5);
-    t.apply({ type: "file_finished", path: "/a.pdf", outcome: { status: "indexed", pages: 3, chunks: 20, embedded: 20, unreadable_pages: [2] } });
+    t.apply({ type: "file_finished", path: "/a.pdf", outcome: { status: "indexed", pages: 3, chunks: 20, embedded: 20, unreadable_pages: [{ page: 2, reason: "no JPEG 2000" }, { page: 3, reason: "no JPEG 2000" }] } });
     t.apply({ type: "file_finished", path: "/gone", outcome: { status: "failed", reason: "cannot read" } });
-    expect(describeState(t.files.get("/a.pdf")!.state)).toBe("indexed: 3 pages, 20 chunks, unreadable pages 2");
+    expect(describeState(t.files.get("/a.pdf")!.state)).toBe("indexed: 3 pages, 20 chunks; pages 2, 3 unreadable: no JPEG 2000");
     expect(describeState(t.files.get("/gone")!.state)).toBe("failed: cannot read");
     expect(t.counts()).toEqual({ done: 2, total: 3 });
 

@@ -1,11 +1,12 @@
 // Tracks a batch ingestion from the engine's events: each file's stage, the batch's progress by
 // bytes, an ETA from the rate so far, and the embedding rate the engine reports.
 import type { EngineEvent } from "./api";
+import type { UnreadablePage } from "./bindings/UnreadablePage";
 
 export type FileState =
   | { kind: "queued" }
   | { kind: "working"; stage: string; done: number; total: number }
-  | { kind: "indexed"; chunks: number; embedded: number; pages: number; unreadablePages: number[] }
+  | { kind: "indexed"; chunks: number; embedded: number; pages: number; unreadablePages: UnreadablePage[] }
   | { kind: "unchanged" }
   | { kind: "removed" }
   | { kind: "failed"; reason: string }
@@ -135,7 +136,7 @@ export function describe(state: FileState): string {
     case "indexed":
       return `indexed: ${state.pages} pages, ${state.chunks} chunks` +
         (state.embedded < state.chunks ? ` (${state.chunks - state.embedded} reused)` : "") +
-        (state.unreadablePages.length ? `, unreadable pages ${state.unreadablePages.join(", ")}` : "");
+        unreadable(state.unreadablePages);
     case "unchanged":
       return "unchanged";
     case "removed":
@@ -145,4 +146,12 @@ export function describe(state: FileState): string {
     case "cancelled":
       return "cancelled";
   }
+}
+
+/// The pages left out of a file, grouped by reason: "; pages 2, 5 unreadable: <reason>".
+function unreadable(pages: UnreadablePage[]): string {
+  const byReason = new Map<string, number[]>();
+  for (const p of pages) byReason.set(p.reason, [...(byReason.get(p.reason) ?? []), p.page]);
+  return [...byReason].map(([reason, numbers]) =>
+    `; ${numbers.length > 1 ? "pages" : "page"} ${numbers.join(", ")} unreadable: ${reason}`).join("");
 }

@@ -480,10 +480,7 @@ fn show_ingest_event(bar: &ProgressBar, event: Event) {
         }
         Event::FileFinished { path, outcome } => match (shown(&path), outcome) {
             (path, FileOutcome::Indexed { pages, chunks, embedded, unreadable_pages }) => {
-                let unreadable = match unreadable_pages.len() {
-                    0 => String::new(),
-                    _ => format!("; unreadable pages skipped: {unreadable_pages:?}"),
-                };
+                let unreadable = left_out(&unreadable_pages);
                 let reused = match chunks - embedded {
                     0 => String::new(),
                     n => format!(", {n} reused"),
@@ -602,6 +599,25 @@ async fn watch(folders: Vec<PathBuf>, follow_links: bool) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The pages left out of a file, grouped by reason: "; pages 2, 5 unreadable: <reason>".
+fn left_out(pages: &[quire_engine::UnreadablePage]) -> String {
+    let mut by_reason: Vec<(&str, Vec<u32>)> = Vec::new();
+    for p in pages {
+        match by_reason.iter_mut().find(|(reason, _)| *reason == p.reason) {
+            Some((_, numbers)) => numbers.push(p.page),
+            None => by_reason.push((&p.reason, vec![p.page])),
+        }
+    }
+    by_reason
+        .iter()
+        .map(|(reason, numbers)| {
+            let list: Vec<String> = numbers.iter().map(u32::to_string).collect();
+            let noun = if numbers.len() > 1 { "pages" } else { "page" };
+            format!("; {noun} {} unreadable: {}", list.join(", "), shown(reason))
+        })
+        .collect()
 }
 
 fn duration_text(secs: f32) -> String {

@@ -18,7 +18,7 @@ use quire_index::{ChunkRecord, DocumentRecord};
 use quire_ingest::isolate::Isolation;
 use quire_ingest::{Chunker, LoadError, LoadedDocument};
 
-use crate::jobs::JobState;
+use crate::jobs::{FileStamp, Finished, Job, JobState};
 use crate::{Cancel, Engine, Event};
 
 /// Chunks embedded per step: small enough for steady progress and a prompt cancel, large
@@ -66,8 +66,9 @@ pub enum FileOutcome {
         /// Chunks whose vectors were computed; the others' texts were stored already and their
         /// vectors were reused.
         embedded: u32,
-        /// PDF pages whose text could not be extracted; the rest of the file is indexed.
-        unreadable_pages: Vec<u32>,
+        /// Pages whose text could not be read, each with the reason; the rest of the file is
+        /// indexed.
+        unreadable_pages: Vec<quire_ingest::UnreadablePage>,
     },
     Unchanged,
     /// The file is gone from disk (deleted, or moved out of the folder): its document was removed.
@@ -274,6 +275,8 @@ pub(crate) async fn ingest(
         .map(|(p, _)| QueuedFile { path: p.display().to_string(), bytes: 0 })
         .chain(files.iter().zip(&sizes).map(|(p, &bytes)| QueuedFile { path: p.display().to_string(), bytes }))
         .collect();
+    // Read before the files are queued again (a queued line replaces a file's failure).
+    let failed_before = engine.jobs(|q| Ok(q.lasting_failures()))?;
     engine.jobs(|q| q.enqueue(&files))?;
     on_event(Event::IngestStarted { files: queued });
     for (path, reason) in problems {
@@ -287,6 +290,7 @@ pub(crate) async fn ingest(
     let mut run = Run {
         stored: documents.into_iter().map(|d| (d.path.clone(), d)).collect(),
         stored_hashes: keys.into_iter().map(|k| k.hash).collect(),
+        failed_before,
         chunker: std::sync::Arc::new(Chunker::new(engine.embedder().tokenizer())?),
         batch: Vec::new(),
         batch_started: None,
@@ -319,24 +323,27 @@ pub(crate) async fn ingest(
         }
         let prepared = match prepare(engine, &mut run, path, reading, &shown, on_event, cancel).await {
             Ok(p) => p,
-            Err(e) => Prepared::Done(FileOutcome::Failed { reason: format!("{e:#}") }),
+            Err(e) => Prepared::Failed { reason: format!("{e:#}"), lasting: None },
         };
         run.progress.done_bytes += bytes;
-        match prepared {
-            Prepared::Done(outcome) => {
-                // Written to the queue with the next commit: a crash before it only means the
-                // file is checked again.
-                let (state, reason) = job_state(&outcome);
-                run.finished.push((path.clone(), state, reason));
-                run.progress.done_files += 1;
-                finish(&mut report, on_event, shown, outcome);
-                on_event(run.progress.event());
-            }
+        let ended = match prepared {
+            Prepared::Done(outcome) => Some((outcome, None)),
+            Prepared::Failed { reason, lasting } => Some((FileOutcome::Failed { reason }, lasting)),
             Prepared::Ready(doc) => {
                 run.batch_started.get_or_insert_with(Instant::now);
                 run.batch.push(*doc);
+                None
             }
             Prepared::Cancelled => break,
+        };
+        if let Some((outcome, lasting)) = ended {
+            // Written to the queue with the next commit: a crash before it only means the
+            // file is checked again.
+            let (state, reason) = job_state(&outcome);
+            run.finished.push(Finished { lasting, ..Finished::new(path.clone(), state, reason) });
+            run.progress.done_files += 1;
+            finish(&mut report, on_event, shown, outcome);
+            on_event(run.progress.event());
         }
         let batch_chunks: usize = run.batch.iter().map(|d| d.chunks.len()).sum();
         if batch_chunks >= BATCH_CHUNKS
@@ -351,10 +358,10 @@ pub(crate) async fn ingest(
     engine.jobs(|q| q.finish_all(&std::mem::take(&mut run.finished)))?;
     if cancel.is_cancelled() {
         let finished: HashSet<&str> = report.files.iter().map(|(p, _)| p.as_str()).collect();
-        let left: Vec<(PathBuf, JobState, Option<String>)> = files
+        let left: Vec<Finished> = files
             .iter()
             .filter(|p| !finished.contains(p.display().to_string().as_str()))
-            .map(|p| (p.clone(), JobState::Cancelled, None))
+            .map(|p| Finished::new(p.clone(), JobState::Cancelled, None))
             .collect();
         engine.jobs(|q| q.finish_all(&left))?;
     }
@@ -439,6 +446,9 @@ struct Run {
     stored: HashMap<String, DocumentRecord>,
     /// Texts whose vectors are stored (by hash); may include some deleted since (then embedded).
     stored_hashes: HashSet<String>,
+    /// Files that failed before for a reason of their own bytes, by path, as the queue said
+    /// when the run started.
+    failed_before: HashMap<String, Job>,
     chunker: std::sync::Arc<Chunker>,
     /// Files ready to be written, in the order they finished.
     batch: Vec<PendingDocument>,
@@ -448,18 +458,23 @@ struct Run {
     changed: bool,
     versions_since_prune: usize,
     /// Files done without a write (unchanged, failed), for the queue.
-    finished: Vec<(PathBuf, JobState, Option<String>)>,
+    finished: Vec<Finished>,
 }
 
 struct PendingDocument {
     record: DocumentRecord,
     chunks: Vec<ChunkRecord>,
     embedded: u32,
-    unreadable_pages: Vec<u32>,
+    unreadable_pages: Vec<quire_ingest::UnreadablePage>,
 }
 
 enum Prepared {
     Done(FileOutcome),
+    /// The file cannot be indexed; `lasting` when that comes from its bytes as stamped.
+    Failed {
+        reason: String,
+        lasting: Option<FileStamp>,
+    },
     Ready(Box<PendingDocument>),
     Cancelled,
 }
@@ -518,8 +533,8 @@ async fn flush(
         run.versions_since_prune = 0;
     }
     run.timings.storing_s += t.elapsed().as_secs_f64();
-    let mut done: Vec<(PathBuf, JobState, Option<String>)> = std::mem::take(&mut run.finished);
-    done.extend(records.iter().map(|r| (PathBuf::from(&r.path), JobState::Indexed, None)));
+    let mut done: Vec<Finished> = std::mem::take(&mut run.finished);
+    done.extend(records.iter().map(|r| Finished::new(PathBuf::from(&r.path), JobState::Indexed, None)));
     engine.jobs(|q| q.finish_all(&done))?;
     for doc in batch {
         run.progress.done_files += 1;
@@ -538,8 +553,13 @@ async fn flush(
 /// A file read, parsed and chunked: the part of a file's work that needs only what was stored
 /// before the run, so it can run on a blocking thread while the file before it is embedded.
 enum Loaded {
-    /// Nothing to embed: the file failed, or its size and time are those stored.
+    /// Nothing to embed: its size and time are those stored.
     Done(FileOutcome),
+    /// The file cannot be indexed; `lasting` when that comes from its bytes as stamped.
+    Failed {
+        reason: String,
+        lasting: Option<FileStamp>,
+    },
     /// The bytes stored, under a new modification time (to record, so the next scan need not
     /// read the file).
     Touched(DocumentRecord),
@@ -557,32 +577,42 @@ struct ReadAhead {
     chunking_s: f64,
 }
 
-/// Reads, parses and chunks `path` unless its stored record says it is unchanged. Blocking.
+/// Reads, parses and chunks `path` unless its stored record says it is unchanged, or it failed
+/// before for a reason of its own bytes and is as it was then (`failed_before`). Blocking.
 /// `on_page(page, pages)` hears of each scanned page read by OCR.
 fn read_and_chunk(
     path: &Path,
     stored: Option<DocumentRecord>,
+    failed_before: Option<Job>,
     isolation: Option<Isolation>,
     chunker: &Chunker,
     on_page: &mut dyn FnMut(u32, u32),
 ) -> ReadAhead {
     let t = Instant::now();
     let done = |loaded: Loaded, t: Instant| ReadAhead { loaded, reading_s: t.elapsed().as_secs_f64(), chunking_s: 0.0 };
-    let failed = |e: LoadError| Loaded::Done(FileOutcome::Failed { reason: e.to_string() });
     // A file whose size and modification time are those recorded is unchanged, unless it was
     // modified so close to when it was read that a later edit could share the timestamp.
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
-        Err(e) => return done(failed(e.into()), t),
+        Err(e) => return done(Loaded::Failed { reason: LoadError::from(e).to_string(), lasting: None }, t),
     };
     let modified_ms = meta.modified().ok().map(millis).unwrap_or(0);
+    let stamp = FileStamp { bytes: meta.len(), modified_ms };
+    let failed = |e: LoadError| Loaded::Failed { reason: e.to_string(), lasting: e.is_lasting().then_some(stamp) };
+    let same_as = |bytes: u64, modified: i64, seen_at_ms: i64| {
+        modified_ms != 0
+            && modified == modified_ms
+            && bytes == meta.len()
+            && modified_ms + TIMESTAMP_SLACK_MS < seen_at_ms
+    };
     if let Some(stored) = &stored {
-        if modified_ms != 0
-            && stored.modified_ms == modified_ms
-            && stored.bytes == meta.len()
-            && modified_ms + TIMESTAMP_SLACK_MS < stored.ingested_at_ms
-        {
+        if same_as(stored.bytes, stored.modified_ms, stored.ingested_at_ms) {
             return done(Loaded::Done(FileOutcome::Unchanged), t);
+        }
+    }
+    if let Some(job) = failed_before {
+        if job.lasting.is_some_and(|f| same_as(f.bytes, f.modified_ms, job.at_ms)) {
+            return done(Loaded::Failed { reason: job.reason.unwrap_or_default(), lasting: job.lasting }, t);
         }
     }
     // Otherwise hash the bytes before parsing: an unchanged file costs a read, not a parse.
@@ -619,7 +649,7 @@ fn read_and_chunk(
     let chunks = chunker.chunk(&doc);
     let chunking_s = t.elapsed().as_secs_f64();
     let loaded = if chunks.is_empty() {
-        Loaded::Done(FileOutcome::Failed { reason: "no text to index".into() })
+        Loaded::Failed { reason: "no text to index".into(), lasting: Some(stamp) }
     } else {
         Loaded::Chunked { doc, chunks, modified_ms }
     };
@@ -635,10 +665,11 @@ struct Reading {
 /// `read_and_chunk` of `path` on a blocking thread, started now.
 fn start_reading(run: &Run, path: &Path, isolation: Option<Isolation>) -> Reading {
     let stored = run.stored.get(path.to_string_lossy().as_ref()).cloned();
+    let failed_before = run.failed_before.get(path.to_string_lossy().as_ref()).cloned();
     let (path, chunker) = (path.to_path_buf(), run.chunker.clone());
     let (page_read, pages_read) = tokio::sync::mpsc::unbounded_channel();
     let done = tokio::task::spawn_blocking(move || {
-        read_and_chunk(&path, stored, isolation, &chunker, &mut |page, pages| {
+        read_and_chunk(&path, stored, failed_before, isolation, &chunker, &mut |page, pages| {
             let _ = page_read.send((page, pages));
         })
     });
@@ -679,6 +710,7 @@ async fn prepare(
     let doc_id = document_id(engine.knowledge_base(), path);
     let (doc, chunks, modified_ms) = match ahead.loaded {
         Loaded::Done(outcome) => return Ok(Prepared::Done(outcome)),
+        Loaded::Failed { reason, lasting } => return Ok(Prepared::Failed { reason, lasting }),
         Loaded::Touched(record) => {
             engine.knowledge_base().update_document(&record).await?;
             return Ok(Prepared::Done(FileOutcome::Unchanged));

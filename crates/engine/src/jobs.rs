@@ -43,6 +43,35 @@ pub struct Job {
     pub reason: Option<String>,
     #[ts(type = "number")]
     pub at_ms: i64,
+    /// For a failure that came from the file's own bytes: the file as it was then. While its size
+    /// and time stay these, it is not read again (a photo with no text is not OCR'd at every
+    /// start, a damaged PDF not parsed up to its time limit again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lasting: Option<FileStamp>,
+}
+
+/// A file's size and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+pub struct FileStamp {
+    #[ts(type = "number")]
+    pub bytes: u64,
+    #[ts(type = "number")]
+    pub modified_ms: i64,
+}
+
+/// A file's end in a run, to be written to the queue.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub path: PathBuf,
+    pub state: JobState,
+    pub reason: Option<String>,
+    pub lasting: Option<FileStamp>,
+}
+
+impl Finished {
+    pub fn new(path: PathBuf, state: JobState, reason: Option<String>) -> Finished {
+        Finished { path, state, reason, lasting: None }
+    }
 }
 
 /// The associated data each line is sealed with.
@@ -93,6 +122,11 @@ impl JobQueue {
         self.with_state(JobState::Failed).cloned().collect()
     }
 
+    /// The files whose last run failed for a reason of their own bytes, by path.
+    pub fn lasting_failures(&self) -> std::collections::HashMap<String, Job> {
+        self.with_state(JobState::Failed).filter(|j| j.lasting.is_some()).map(|j| (j.path.clone(), j.clone())).collect()
+    }
+
     pub fn all(&self) -> impl Iterator<Item = &Job> {
         self.jobs.values()
     }
@@ -110,8 +144,10 @@ impl JobQueue {
         self.append(vec![job(path, state, reason)])
     }
 
-    pub fn finish_all(&mut self, done: &[(PathBuf, JobState, Option<String>)]) -> Result<()> {
-        self.append(done.iter().map(|(p, s, r)| job(p, *s, r.clone())).collect())
+    pub fn finish_all(&mut self, done: &[Finished]) -> Result<()> {
+        self.append(
+            done.iter().map(|f| Job { lasting: f.lasting, ..job(&f.path, f.state, f.reason.clone()) }).collect(),
+        )
     }
 
     fn append(&mut self, jobs: Vec<Job>) -> Result<()> {
@@ -174,6 +210,7 @@ fn job(path: &Path, state: JobState, reason: Option<String>) -> Job {
         state,
         reason,
         at_ms: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
+        lasting: None,
     }
 }
 
@@ -278,8 +315,10 @@ mod tests {
         // The same files scanned over and over (a folder re-scanned at every start).
         for _ in 0..3 {
             q.enqueue(&paths).unwrap();
-            q.finish_all(&paths[1..].iter().map(|p| (p.clone(), JobState::Unchanged, None)).collect::<Vec<_>>())
-                .unwrap();
+            q.finish_all(
+                &paths[1..].iter().map(|p| Finished::new(p.clone(), JobState::Unchanged, None)).collect::<Vec<_>>(),
+            )
+            .unwrap();
         }
         let lines = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap().lines().count();
         assert!(lines <= 4 * REWRITE_AFTER_LINES, "{lines} lines: the log is rewritten as it grows");

@@ -56,7 +56,7 @@ pub use models::{missing_models, MissingModel, ModelUse};
 pub use notices::take as take_notices;
 pub use quire_index::{DocumentRecord, SearchHit, SearchMode};
 pub use quire_ingest::isolate::{serve_if_worker, Isolation};
-pub use quire_ingest::{is_supported, quiet_parser_panics, NEEDS_OCR};
+pub use quire_ingest::{is_supported, quiet_parser_panics, UnreadablePage, NEEDS_OCR};
 pub use quire_llm::decoder::Placement;
 pub use quire_llm::ModelFootprint;
 pub use quire_vault::{api_token, write_private, KeyAccess, KeyInfo, KeyStore, Secret, Vault, VaultError};

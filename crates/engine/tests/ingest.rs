@@ -359,6 +359,40 @@ async fn unchanged_files_are_known_by_size_and_time_without_being_read() {
     assert_eq!(stored.modified_ms, touched_ms);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_that_failed_for_its_bytes_is_not_read_again_until_it_changes() {
+    use std::time::{Duration, SystemTime};
+    let docs = tempfile::tempdir().unwrap();
+    let file = docs.path().join("notes.md");
+    let set_time = |t: SystemTime| std::fs::File::options().write(true).open(&file).unwrap().set_modified(t).unwrap();
+    let binary: Vec<u8> = (0..64u8).cycle().take(600).collect();
+    std::fs::write(&file, &binary).unwrap();
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    set_time(an_hour_ago);
+    let data = tempfile::tempdir().unwrap();
+    let engine = engine(data.path()).await;
+    let paths = [docs.path().to_path_buf()];
+    let outcome = |r: &quire_engine::IngestReport| r.files[0].1.clone();
+    let refused = FileOutcome::Failed { reason: "this is a binary file, not text".into() };
+    let first = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
+    assert_eq!(outcome(&first), refused);
+
+    // Text of the same size under the same time: still the failure, so the file was not read
+    // again (a photo without text is not OCR'd at every start, a damaged PDF not parsed up to
+    // its time limit). Remembered across a restart, in the queue on disk.
+    std::fs::write(&file, "a".repeat(binary.len())).unwrap();
+    set_time(an_hour_ago);
+    drop(engine);
+    let engine = self::engine(data.path()).await;
+    let second = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
+    assert_eq!(outcome(&second), refused);
+
+    // A new time: read again, and indexed.
+    set_time(SystemTime::now() - Duration::from_secs(60));
+    let third = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
+    assert!(matches!(outcome(&third), FileOutcome::Indexed { .. }), "{third:?}");
+}
+
 /// The reranking hook: with a reranker installed, `retrieve` hands it the hybrid candidates and
 /// shows its order, cut to `top_k`; without one, hybrid search's order.
 #[tokio::test(flavor = "multi_thread")]

@@ -27,11 +27,17 @@ pub enum LoadError {
     Encrypted,
     #[error("the PDF has no text Quire can read: no text layer, and no scanned page images (pages drawn as shapes are not rendered)")]
     NoText,
+    /// Every page failed; the first one's reason.
+    #[error("no page of the PDF could be read (page {page}: {reason})")]
+    NoPageRead { page: u32, reason: String },
     /// A scan, and the OCR models are not installed.
     #[error("{NEEDS_OCR}")]
     NeedsOcr,
     #[error("OCR failed on the scan: {0}")]
     Ocr(String),
+    /// OCR read the image and found no text on it (a photo, a drawing).
+    #[error("no text was found on the image (a photo or a drawing?)")]
+    NoTextInImage,
     #[error("the image cannot be read: {0}")]
     Image(String),
     #[error("the {kind} file is damaged or not a real {kind} file (the reader says: {reason})")]
@@ -48,7 +54,39 @@ pub enum LoadError {
     OutOfMemory(String),
     #[error("the reader crashed on this file: {0}")]
     Crashed(String),
-    /// A failure reported by a loader child process, in its words.
-    #[error("{0}")]
-    Worker(String),
+    /// A failure reported by a loader child process, in its words, and whether it is lasting.
+    #[error("{reason}")]
+    Worker { reason: String, lasting: bool },
+}
+
+impl LoadError {
+    /// Whether the failure comes from the file's own bytes, so reading the same bytes again
+    /// fails the same way: not a missing model, a timeout, memory, a crash of the reader or an
+    /// error reading the disk, which another time may not repeat.
+    pub fn is_lasting(&self) -> bool {
+        match self {
+            LoadError::Unsupported
+            | LoadError::Empty
+            | LoadError::TooLarge(_)
+            | LoadError::Binary
+            | LoadError::Pdf(_)
+            | LoadError::Encrypted
+            | LoadError::NoText
+            | LoadError::NoPageRead { .. }
+            | LoadError::NoTextInImage
+            | LoadError::Image(_)
+            | LoadError::Archive { .. }
+            | LoadError::ArchiveEncrypted { .. }
+            | LoadError::ExpandsTooFar { .. }
+            | LoadError::Html(_) => true,
+            LoadError::Worker { lasting, .. } => *lasting,
+            LoadError::Io(_)
+            | LoadError::NotRegular(_)
+            | LoadError::NeedsOcr
+            | LoadError::Ocr(_)
+            | LoadError::TimedOut(_)
+            | LoadError::OutOfMemory(_)
+            | LoadError::Crashed(_) => false,
+        }
+    }
 }

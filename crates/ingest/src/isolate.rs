@@ -42,7 +42,7 @@ impl Isolation {
 #[derive(Serialize, Deserialize)]
 enum WorkerReply {
     Loaded(LoadedDocument),
-    Failed(String),
+    Failed { reason: String, lasting: bool },
 }
 
 /// In a loader child process: loads the file, prints the result and exits. Elsewhere: returns.
@@ -55,7 +55,7 @@ pub fn serve_if_worker() {
     crate::quiet_parser_panics();
     let reply = match load_file(Path::new(&path)) {
         Ok(doc) => WorkerReply::Loaded(doc),
-        Err(e) => WorkerReply::Failed(e.to_string()),
+        Err(e) => WorkerReply::Failed { reason: e.to_string(), lasting: e.is_lasting() },
     };
     let code = match serde_json::to_writer(std::io::stdout().lock(), &reply) {
         Ok(()) => 0,
@@ -220,7 +220,7 @@ pub fn load_isolated(
     if status.success() {
         return match serde_json::from_slice::<WorkerReply>(&out) {
             Ok(WorkerReply::Loaded(doc)) => Ok(doc),
-            Ok(WorkerReply::Failed(reason)) => Err(LoadError::Worker(reason)),
+            Ok(WorkerReply::Failed { reason, lasting }) => Err(LoadError::Worker { reason, lasting }),
             Err(e) => Err(LoadError::Crashed(format!("unreadable reply from the loader ({e})"))),
         };
     }

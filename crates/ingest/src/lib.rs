@@ -15,7 +15,7 @@ pub use error::{LoadError, NEEDS_OCR};
 pub use limits::{MAX_ARCHIVE_TEXT_BYTES, MAX_ENTRY_BYTES, MAX_FILE_BYTES};
 pub use loaders::{
     content_hash, decode_text, is_editor_temporary, is_supported, load_bytes, load_file, read_file, special_file_kind,
-    DocKind, LoadedDocument, Page,
+    DocKind, LoadedDocument, Page, UnreadablePage,
 };
 pub use office::{docx_text, epub_text, html_to_text};
 

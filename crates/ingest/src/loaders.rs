@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use ts_rs::TS;
 
 use crate::limits::MAX_FILE_BYTES;
 use crate::office::html_to_text;
@@ -96,8 +97,15 @@ pub struct LoadedDocument {
     pub content_hash: String,
     pub byte_len: u64,
     pub pages: Vec<Page>,
-    /// Pages whose text could not be extracted (left empty; the rest of the document is kept).
-    pub unreadable_pages: Vec<u32>,
+    /// Pages whose text could not be read (left empty; the rest of the document is kept).
+    pub unreadable_pages: Vec<UnreadablePage>,
+}
+
+/// A page left empty because its text could not be read, and why (in the words of `LoadError`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+pub struct UnreadablePage {
+    pub page: u32,
+    pub reason: String,
 }
 
 pub fn content_hash(bytes: &[u8]) -> String {
@@ -177,7 +185,7 @@ pub fn load_bytes(path: &Path, kind: DocKind, bytes: &[u8]) -> Result<LoadedDocu
     if pages.iter().all(|p| p.text.trim().is_empty()) {
         return Err(match kind {
             DocKind::Pdf => LoadError::NoText,
-            DocKind::Image => LoadError::Ocr("no text was found on the image".into()),
+            DocKind::Image => LoadError::NoTextInImage,
             _ => LoadError::Empty,
         });
     }
@@ -247,10 +255,11 @@ fn looks_binary(bytes: &[u8]) -> bool {
 }
 
 /// Extracts text page by page. pdf-extract panics on some malformed content streams; each page
-/// is extracted on its own and a page that fails is left empty and listed, so one bad page does
-/// not cost the whole document. A page with next to no text that draws a scan is read by OCR;
-/// when every page is a scan and the OCR model is missing, the document says so.
-fn load_pdf(bytes: &[u8]) -> Result<(Vec<Page>, Vec<u32>), LoadError> {
+/// is extracted on its own and a page that fails is left empty and listed with the reason, so
+/// one bad page does not cost the whole document. A page with next to no text that draws a scan
+/// is read by OCR. When no page could be read, the document fails with the first page's reason
+/// (a scan without the OCR model says so).
+fn load_pdf(bytes: &[u8]) -> Result<(Vec<Page>, Vec<UnreadablePage>), LoadError> {
     let doc = match std::panic::catch_unwind(|| pdf_extract::Document::load_mem(bytes)) {
         Ok(Ok(doc)) => doc,
         Ok(Err(err)) => return Err(LoadError::Pdf(err.to_string())),
@@ -271,30 +280,36 @@ fn load_pdf(bytes: &[u8]) -> Result<(Vec<Page>, Vec<u32>), LoadError> {
             pdf_extract::output_doc_page(&doc, &mut pdf_extract::PlainTextOutput::new(&mut text), number).map(|_| text)
         }));
         let mut text = match extracted {
-            Ok(Ok(text)) => Some(text),
-            _ => None,
+            Ok(Ok(text)) => Ok(text),
+            Ok(Err(err)) => Err(format!("its text could not be extracted ({err})")),
+            Err(panic) => Err(format!("its text could not be extracted ({})", panic_message(panic))),
         };
-        if text.as_deref().is_none_or(crate::scans::looks_scanned) {
+        if text.as_deref().map_or(true, crate::scans::looks_scanned) {
             match crate::scans::pdf_page_text(&doc, page_id, (number, count)) {
-                Ok(Some(read)) => text = Some(read),
+                Ok(Some(read)) => text = Ok(read),
                 Ok(None) => {}
-                Err(LoadError::NeedsOcr) => {
-                    needs_ocr = true;
-                    text = None;
+                Err(err) => {
+                    needs_ocr |= matches!(err, LoadError::NeedsOcr);
+                    text = Err(err.to_string());
                 }
-                Err(_) => text = None,
             }
         }
-        if text.is_none() {
-            failed.push(number);
-        }
-        pages.push(Page { number: Some(number), text: text.unwrap_or_default() });
+        let text = text.unwrap_or_else(|reason| {
+            failed.push(UnreadablePage { page: number, reason });
+            String::new()
+        });
+        pages.push(Page { number: Some(number), text });
     }
     if pages.is_empty() {
         return Err(LoadError::Pdf("the PDF has no pages".into()));
     }
-    if needs_ocr && pages.iter().all(|p| p.text.trim().is_empty()) {
-        return Err(LoadError::NeedsOcr);
+    if pages.iter().all(|p| p.text.trim().is_empty()) {
+        if needs_ocr {
+            return Err(LoadError::NeedsOcr);
+        }
+        if let Some(first) = failed.first() {
+            return Err(LoadError::NoPageRead { page: first.page, reason: first.reason.clone() });
+        }
     }
     Ok((pages, failed))
 }

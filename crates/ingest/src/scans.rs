@@ -6,7 +6,8 @@
 //! From a PDF page, the images it draws are decoded: JPEG (DCTDecode), Flate/LZW or raw samples
 //! (gray, RGB or CMYK, 8 bits; 1-bit gray), CCITT fax group 4. JPEG 2000 (JPXDecode) and JBIG2
 //! are not decoded, and a page whose text is drawn as vector shapes is not rendered: such
-//! pages are reported unreadable.
+//! pages are reported unreadable, with the reason. A page's `/Rotate` is applied to its scan; a
+//! turn in the matrix that places the image is not.
 
 use std::io::Cursor;
 use std::sync::OnceLock;
@@ -146,7 +147,30 @@ fn decode_image(bytes: &[u8], format: Option<image::ImageFormat>) -> Result<Dyna
 pub(crate) fn pdf_page_text(doc: &Document, page: ObjectId, at: (u32, u32)) -> Result<Option<String>, LoadError> {
     let Some(stream) = largest_image(doc, page) else { return Ok(None) };
     let image = decode_pdf_image(doc, stream)?;
+    // Shown as the page is shown: a scanner that finds a page fed sideways or upside down turns
+    // it with `/Rotate` and leaves the pixels as they came (the detector reads upright lines).
+    let image = match page_rotation(doc, page) {
+        90 => image.rotate90(),
+        180 => image.rotate180(),
+        270 => image.rotate270(),
+        _ => image,
+    };
     read(&image, at).map(Some)
+}
+
+/// The page's `/Rotate` (its own or inherited from the page tree), in clockwise degrees 0, 90,
+/// 180 or 270.
+fn page_rotation(doc: &Document, page: ObjectId) -> i64 {
+    let mut node = doc.get_dictionary(page).ok();
+    // A page tree deeper than this is a loop in a damaged file.
+    for _ in 0..64 {
+        let Some(dict) = node else { break };
+        if let Ok(rotate) = dict.get(b"Rotate").and_then(|o| resolve(doc, o)).and_then(Object::as_i64) {
+            return rotate.rem_euclid(360) / 90 * 90;
+        }
+        node = dict.get(b"Parent").and_then(Object::as_reference).and_then(|id| doc.get_dictionary(id)).ok();
+    }
+    0
 }
 
 /// The page's largest image XObject of at least `MIN_SCAN_SIDE` pixels a side.

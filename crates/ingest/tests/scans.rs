@@ -90,3 +90,38 @@ fn an_image_claiming_billions_of_pixels_is_refused_before_it_is_allocated() {
     let small = load_bytes(Path::new("small.png"), DocKind::Image, &quire_testkit::png_claiming(64, 64));
     assert!(small.as_ref().map_or_else(|e| !e.to_string().contains("limit"), |_| true), "{small:?}");
 }
+
+#[test]
+fn a_page_scanned_sideways_is_read_as_its_rotate_shows_it() {
+    ocr_installed();
+    let pdf = quire_testkit::scanned_pdf_as(1, quire_testkit::ScanStorage::JpegSideways);
+    let doc = load_bytes(Path::new("sideways.pdf"), DocKind::Pdf, &pdf).unwrap();
+    let text = &doc.pages[0].text;
+    // Read without the turn, the detector sees columns of letters and gives next to nothing.
+    assert!(text.contains("The Larkspur LX-40 heat pump is covered by a warranty of seven years"), "{text}");
+}
+
+#[test]
+fn a_page_that_cannot_be_read_is_named_with_its_reason() {
+    use quire_testkit::ScanStorage::{Jpeg, Jpeg2000};
+    ocr_installed();
+    let doc = load_bytes(Path::new("mixed.pdf"), DocKind::Pdf, &quire_testkit::scanned_pdf_of(&[Jpeg, Jpeg2000, Jpeg]))
+        .unwrap();
+    assert!(doc.pages[0].text.contains("0800 555 0199") && doc.pages[2].text.contains("0800 555 0199"), "{doc:?}");
+    assert_eq!(doc.pages[1].text, "");
+    assert_eq!(
+        doc.unreadable_pages,
+        [quire_ingest::UnreadablePage {
+            page: 2,
+            reason: "the image cannot be read: the page is a scan stored as JPEG 2000, which Quire cannot decode"
+                .into()
+        }]
+    );
+    // When no page can be read, the file fails with the first page's reason, not "no text".
+    let err = load_bytes(Path::new("jpx.pdf"), DocKind::Pdf, &quire_testkit::scanned_pdf_as(2, Jpeg2000)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no page of the PDF could be read (page 1: the image cannot be read: the page is a scan stored as JPEG \
+         2000, which Quire cannot decode)"
+    );
+}

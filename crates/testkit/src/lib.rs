@@ -191,6 +191,11 @@ pub enum ScanStorage {
     Jpeg,
     /// Black and white, CCITT group 4 (CCITTFaxDecode, `/K -1`): an office scanner's usual.
     FaxGroup4,
+    /// Gray JPEG stored on its side (the page fed sideways), the page's `/Rotate 90` turning it
+    /// upright for display, as scanners that detect orientation do.
+    JpegSideways,
+    /// Claims to be JPEG 2000 (JPXDecode), which Quire does not decode.
+    Jpeg2000,
 }
 
 /// A PDF of scanned pages: each page the scan above and no text layer, as a scanner makes them.
@@ -247,46 +252,78 @@ pub fn scanned_tiff(pages: usize) -> Vec<u8> {
 
 /// `scanned_pdf` with its pages stored as `storage` says.
 pub fn scanned_pdf_as(pages: usize, storage: ScanStorage) -> Vec<u8> {
+    scanned_pdf_of(&vec![storage; pages])
+}
+
+/// A photo with no text on it (a wall in soft light), as a JPEG.
+pub fn textless_photo_jpeg() -> Vec<u8> {
+    let photo = image::GrayImage::from_fn(800, 600, |x, y| image::Luma([(120 + x * 60 / 800 + y * 40 / 600) as u8]));
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 85).encode_image(&photo).unwrap();
+    jpeg
+}
+
+/// A scanned PDF whose pages are stored as `pages` says, one after the other.
+pub fn scanned_pdf_of(pages: &[ScanStorage]) -> Vec<u8> {
     // 1240 × 760 pixels at 150 dpi, in points.
     let (pixels_wide, pixels_high) = (1240, 760);
     let (width, height) = (595.2, 364.8);
-    let draw = format!("q {width} 0 0 {height} 0 0 cm /Scan Do Q");
-    let kids: Vec<String> = (0..pages).map(|i| format!("{} 0 R", 4 + 2 * i)).collect();
+    // Per page three objects from 3 on: its image, the page, its content.
+    let kids: Vec<String> = (0..pages.len()).map(|i| format!("{} 0 R", 4 + 3 * i)).collect();
     let mut objects = vec![
         b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
-        format!("<< /Type /Pages /Kids [{}] /Count {pages} >>", kids.join(" ")).into_bytes(),
+        format!("<< /Type /Pages /Kids [{}] /Count {} >>", kids.join(" "), pages.len()).into_bytes(),
     ];
-    let (data, format) = match storage {
-        ScanStorage::Jpeg => (scanned_page_jpeg().to_vec(), "/BitsPerComponent 8 /Filter /DCTDecode".to_string()),
-        ScanStorage::FaxGroup4 => (
-            fax_group_4(pixels_wide, pixels_high),
-            format!(
-                "/BitsPerComponent 1 /Filter /CCITTFaxDecode \
-                 /DecodeParms << /K -1 /Columns {pixels_wide} /Rows {pixels_high} >>"
+    for (i, &storage) in pages.iter().enumerate() {
+        let gray_jpeg = |w: u32, h: u32| format!("/Width {w} /Height {h} /BitsPerComponent 8 /Filter /DCTDecode");
+        let (data, format) = match storage {
+            ScanStorage::Jpeg => (scanned_page_jpeg().to_vec(), gray_jpeg(pixels_wide, pixels_high)),
+            ScanStorage::FaxGroup4 => (
+                fax_group_4(pixels_wide, pixels_high),
+                format!(
+                    "/Width {pixels_wide} /Height {pixels_high} /BitsPerComponent 1 /Filter /CCITTFaxDecode \
+                     /DecodeParms << /K -1 /Columns {pixels_wide} /Rows {pixels_high} >>"
+                ),
             ),
-        ),
-    };
-    let mut image = format!(
-        "<< /Type /XObject /Subtype /Image /Width {pixels_wide} /Height {pixels_high} /ColorSpace /DeviceGray \
-         {format} /Length {} >>\nstream\n",
-        data.len()
-    )
-    .into_bytes();
-    image.extend_from_slice(&data);
-    image.extend_from_slice(b"\nendstream");
-    objects.push(image);
-    for i in 0..pages {
+            ScanStorage::JpegSideways => (sideways_jpeg(), gray_jpeg(pixels_high, pixels_wide)),
+            ScanStorage::Jpeg2000 => (
+                b"\0\0\0\x0cjP  \r\n\x87\n not really".to_vec(),
+                format!("/Width {pixels_wide} /Height {pixels_high} /BitsPerComponent 8 /Filter /JPXDecode"),
+            ),
+        };
+        let mut image = format!(
+            "<< /Type /XObject /Subtype /Image /ColorSpace /DeviceGray {format} /Length {} >>\nstream\n",
+            data.len()
+        )
+        .into_bytes();
+        image.extend_from_slice(&data);
+        image.extend_from_slice(b"\nendstream");
+        objects.push(image);
+        // A sideways page is as tall as the others are wide, and shown turned.
+        let (box_wide, box_high, turn) =
+            if storage == ScanStorage::JpegSideways { (height, width, " /Rotate 90") } else { (width, height, "") };
+        let draw = format!("q {box_wide} 0 0 {box_high} 0 0 cm /Scan Do Q");
         objects.push(
             format!(
-                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {width} {height}] \
-                 /Resources << /XObject << /Scan 3 0 R >> >> /Contents {} 0 R >>",
-                5 + 2 * i
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {box_wide} {box_high}]{turn} \
+                 /Resources << /XObject << /Scan {} 0 R >> >> /Contents {} 0 R >>",
+                3 + 3 * i,
+                5 + 3 * i
             )
             .into_bytes(),
         );
         objects.push(format!("<< /Length {} >>\nstream\n{draw}\nendstream", draw.len()).into_bytes());
     }
     pdf_file(&objects, "")
+}
+
+/// The scan turned a quarter counter-clockwise (lying on its side), as a JPEG.
+fn sideways_jpeg() -> Vec<u8> {
+    let gray = image::load_from_memory_with_format(scanned_page_jpeg(), image::ImageFormat::Jpeg).unwrap().to_luma8();
+    let turned = image::imageops::rotate270(&gray);
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 90).encode_image(&turned).unwrap();
+    jpeg
 }
 
 /// A PDF file of `objects` (numbered from 1, the first the catalog) with its cross-reference
