@@ -321,14 +321,18 @@ async fn a_cancelled_answer_ends_with_the_cancelled_error() {
     assert!((1..=3).contains(&deltas), "{deltas} deltas after cancelling");
 }
 
+/// Sets `file`'s modification time, as an edit or a copy keeping times would.
+fn set_modified(file: &std::path::Path, time: std::time::SystemTime) {
+    std::fs::File::options().write(true).open(file).unwrap().set_modified(time).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn unchanged_files_are_known_by_size_and_time_without_being_read() {
     use std::time::{Duration, SystemTime};
     let docs = quire_testkit::copy_samples(&["markdown/notify-README.md"]);
     let file = docs.path().join("markdown/notify-README.md");
-    let set_time = |t: SystemTime| std::fs::File::options().write(true).open(&file).unwrap().set_modified(t).unwrap();
     let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
-    set_time(an_hour_ago);
+    set_modified(&file, an_hour_ago);
     let data = tempfile::tempdir().unwrap();
     let engine = engine(data.path()).await;
     let paths = [docs.path().to_path_buf()];
@@ -340,18 +344,18 @@ async fn unchanged_files_are_known_by_size_and_time_without_being_read() {
     // trade-off every sync tool makes; a real edit moves the time.)
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, text.replacen("notify", "NOTIFY", 1)).unwrap();
-    set_time(an_hour_ago);
+    set_modified(&file, an_hour_ago);
     let second = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
     assert_eq!(outcome(&second), FileOutcome::Unchanged);
 
     // A new time: read, hashed, re-indexed.
-    set_time(SystemTime::now() - Duration::from_secs(60));
+    set_modified(&file, SystemTime::now() - Duration::from_secs(60));
     let third = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
     assert!(matches!(outcome(&third), FileOutcome::Indexed { .. }), "{third:?}");
 
     // Touched only: unchanged, and the new time is recorded so the next scan skips the read.
     let touched = SystemTime::now() - Duration::from_secs(30);
-    set_time(touched);
+    set_modified(&file, touched);
     let fourth = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
     assert_eq!(outcome(&fourth), FileOutcome::Unchanged);
     let stored = &engine.documents().await.unwrap()[0];
@@ -364,11 +368,10 @@ async fn a_file_that_failed_for_its_bytes_is_not_read_again_until_it_changes() {
     use std::time::{Duration, SystemTime};
     let docs = tempfile::tempdir().unwrap();
     let file = docs.path().join("notes.md");
-    let set_time = |t: SystemTime| std::fs::File::options().write(true).open(&file).unwrap().set_modified(t).unwrap();
     let binary: Vec<u8> = (0..64u8).cycle().take(600).collect();
     std::fs::write(&file, &binary).unwrap();
     let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
-    set_time(an_hour_ago);
+    set_modified(&file, an_hour_ago);
     let data = tempfile::tempdir().unwrap();
     let engine = engine(data.path()).await;
     let paths = [docs.path().to_path_buf()];
@@ -381,14 +384,14 @@ async fn a_file_that_failed_for_its_bytes_is_not_read_again_until_it_changes() {
     // again (a photo without text is not OCR'd at every start, a damaged PDF not parsed up to
     // its time limit). Remembered across a restart, in the queue on disk.
     std::fs::write(&file, "a".repeat(binary.len())).unwrap();
-    set_time(an_hour_ago);
+    set_modified(&file, an_hour_ago);
     drop(engine);
     let engine = self::engine(data.path()).await;
     let second = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
     assert_eq!(outcome(&second), refused);
 
     // A new time: read again, and indexed.
-    set_time(SystemTime::now() - Duration::from_secs(60));
+    set_modified(&file, SystemTime::now() - Duration::from_secs(60));
     let third = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
     assert!(matches!(outcome(&third), FileOutcome::Indexed { .. }), "{third:?}");
 }
