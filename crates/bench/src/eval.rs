@@ -237,8 +237,8 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         let c = candidates(&engine, &case.question, hybrid_pool(10)).await?;
         let mut ranked = rankings(&c, 10);
         // The order the passages shown are taken from: the default fusion, the question's
-        // literal symbols first.
-        ranked.insert(2, ("shown (literals first)".to_string(), engine.ranked(&case.question, 10).await?));
+        // literal symbols first, tables of contents and indexes last.
+        ranked.insert(2, ("shown (literals, contents)".to_string(), engine.ranked(&case.question, 10).await?));
         for (i, (name, hits)) in ranked.into_iter().enumerate() {
             let gold: Vec<bool> = hits.iter().map(|h| case.is_gold_page(&h.path, h.page)).collect();
             let hit_at = |k: usize| if gold.iter().take(k).any(|g| *g) { 1.0 } else { 0.0 };

@@ -16,8 +16,9 @@ use crate::{find_quote, Citation, Source};
 pub const SYSTEM_PROMPT: &str = "You are Quire, an assistant that answers questions using only the \
 numbered sources the user gives you. Reply with JSON: \"answer\" is a short, direct answer taken \
 from the sources in their own words (the name, number, command or fact asked for, never a source's \
-number; every one of them when the question asks for several, and what defines or first describes \
-a thing when it asks what the thing is or does); \"citations\" lists the sources you used, each with its number in \"chunk\" and, \
+number; every one of them when the question asks for several: all the items a source lists, and \
+each part of a question in two parts; what defines or first describes a thing when it asks what \
+the thing is or does); \"citations\" lists the sources you used, each with its number in \"chunk\" and, \
 in \"quote\", a short passage copied word for word from that source that supports the answer. \
 If the sources do not answer the question, do not answer from your own knowledge: reply \
 {\"not_in_sources\": \"...\"} saying in a few words what the sources are about instead.";
@@ -28,6 +29,17 @@ pub const MAX_ANSWER_CHARS: usize = 400;
 pub const MAX_QUOTE_CHARS: usize = 200;
 /// The longest "what the sources are about" of a decline.
 pub const MAX_ABOUT_CHARS: usize = 200;
+
+/// The escapes the answer's JSON strings may use (after `\\`): `\"` and `\\`. No `\uXXXX`, so
+/// no control character (every other character is written as itself).
+const ANSWER_ESCAPES: &str = "\"\\";
+
+/// What an answer's text may be: printable characters, no ASCII double quote, and no backslash
+/// at its end. A small model copying `\$` or `\W` from a passage wrote `\"` or `\\"`, closing
+/// the string after the backslash or turning the symbol into a quote mark; held to this, it
+/// writes the backslash and goes on to the symbol's letter. (Ranges, not `[^"\\]`: the grammar
+/// engine reads a negated class over JSON's escaped text, where it does not exclude `\\`.)
+const ANSWER_PATTERN: &str = r"^[ -!#-\x{10FFFF}]*[ -!#-\[\]-\x{10FFFF}]$";
 
 /// What a decline says first, in the app, `quire ask` and the local API alike.
 pub const DECLINE: &str = "Your documents don't say.";
@@ -131,7 +143,7 @@ pub fn answer_schema(quotes: &[Vec<String>], declines: bool) -> serde_json::Valu
     let answer = json!({
         "type": "object",
         "properties": {
-            "answer": { "type": "string", "maxLength": MAX_ANSWER_CHARS },
+            "answer": { "type": "string", "maxLength": MAX_ANSWER_CHARS, "pattern": ANSWER_PATTERN },
             "citations": { "type": "array", "minItems": 1, "maxItems": MAX_CITATIONS, "items": citation }
         },
         "required": ["answer", "citations"],
@@ -148,8 +160,15 @@ pub fn answer_schema(quotes: &[Vec<String>], declines: bool) -> serde_json::Valu
     let replies = if declines { vec![answer, decline] } else { vec![answer] };
     json!({
         // llguidance options: fixed separators and no free whitespace between tokens, so a small
-        // model cannot wander off into blank lines; string lengths bound the output.
-        "x-guidance": { "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " },
+        // model cannot wander off into blank lines; string lengths bound the output. Strings
+        // may escape only a quote and a backslash: a model that reached for
+        // `\u001b[01;31m` (a terminal's colour code) repeated it until the answer ran out of tokens.
+        "x-guidance": {
+            "whitespace_flexible": false,
+            "item_separator": ", ",
+            "key_separator": ": ",
+            "json_allowed_escapes": ANSWER_ESCAPES
+        },
         "anyOf": replies
     })
 }
@@ -159,6 +178,10 @@ pub fn answer_schema(quotes: &[Vec<String>], declines: bool) -> serde_json::Valu
 /// of the retrieved passages holds at least a third of those terms (at least one), that
 /// sentence (the first best, by passage rank) with its passage's index. Small models often
 /// answer right and then copy an unrelated sentence (BENCHMARKS.md, answer evaluation).
+/// A bare yes or no adds no term: its quote must hold half the question's terms (as
+/// `supporting` asks), and when it does not, the sentence holding the most of them (at least
+/// half) is cited: "No" to "Should a Makefile set DESTDIR?" rests on "You should not set the
+/// value of DESTDIR in your Makefile", not on the sentence about INSTALL the model copied.
 /// `terms` analyses a text into its search terms (space-separated), as the index does.
 pub fn better_support(
     question: &str,
@@ -169,14 +192,28 @@ pub fn better_support(
 ) -> Option<(usize, String)> {
     let set = |text: &str| term_set(text, &terms);
     let added = added_terms(question, answer, &terms);
-    if added.is_empty() || set(quote).intersection(&added).next().is_some() {
-        return None;
-    }
-    let needed = added.len().div_ceil(3).max(1);
+    let (wanted, needed) = if added.is_empty() {
+        // Only a bare yes or no: an answer that repeats the question's words ("4ti2-python" to
+        // "Which Python package wraps 4ti2?") has nothing a sentence could be found for.
+        let asked = set(question);
+        let yes_or_no = term_set("yes no true false", &terms);
+        let bare = set(answer).iter().all(|t| yes_or_no.contains(t));
+        if !bare || asked.is_empty() || 2 * set(quote).intersection(&asked).count() >= asked.len() {
+            return None;
+        }
+        let half = asked.len().div_ceil(2);
+        (asked, half)
+    } else {
+        // A quote sharing a word or two by chance ("executed") with a long answer, when
+        // another sentence holds more than twice as many of its words, is not the support.
+        let held = set(quote).intersection(&added).count();
+        let third = added.len().div_ceil(3).max(1);
+        (added, third.max(2 * held + 1))
+    };
     let mut best: Option<(usize, usize, String)> = None;
     for (i, source) in sources.iter().enumerate() {
         for sentence in quotable_spans(&source.text) {
-            let shared = set(&sentence).intersection(&added).count();
+            let shared = set(&sentence).intersection(&wanted).count();
             if shared >= needed && best.as_ref().is_none_or(|(n, _, _)| shared > *n) {
                 best = Some((shared, i, sentence));
             }
@@ -187,8 +224,8 @@ pub fn better_support(
 
 /// The citations of a finished answer as passages: each one's source, the quote found in it (a
 /// quote that is word for word in another retrieved passage cites that one; a right answer with
-/// an unrelated quote cites the sentence that says it) and where it stands in the passage.
-/// `terms` is the index's blind-term analyser.
+/// an unrelated quote cites the sentence that says it) and where it stands in the passage; each
+/// (passage, quote) once. `terms` is the index's blind-term analyser.
 pub(crate) fn cite(
     raw: &RawAnswer,
     question: &str,
@@ -231,7 +268,14 @@ pub(crate) fn cite(
                 passage: source.text.clone(),
             })
         })
-        .collect()
+        // Two quotes moved to the same supporting sentence are one citation.
+        .try_fold(Vec::new(), |mut kept: Vec<Citation>, citation: Result<Citation>| {
+            let citation = citation?;
+            if !kept.iter().any(|k| k.chunk_id == citation.chunk_id && k.quote == citation.quote) {
+                kept.push(citation);
+            }
+            Ok(kept)
+        })
 }
 
 /// The passages a citation may quote from `text`: its sentences with whitespace collapsed, a
@@ -245,7 +289,9 @@ pub fn quotable_spans(text: &str) -> Vec<String> {
     // least two words with letters.
     let flush = |current: &mut String, spans: &mut Vec<String>| {
         let worded = current.split(' ').filter(|w| w.chars().any(char::is_alphabetic)).count();
-        if worded >= 2 && !spans.contains(current) {
+        // A control character (a PDF's stray \x01) could be written only as `\u0001`, which the
+        // schema's strings do not allow (`ANSWER_ESCAPES`): such a sentence is not offered.
+        if worded >= 2 && !current.chars().any(char::is_control) && !spans.contains(current) {
             spans.push(std::mem::take(current));
         }
         current.clear();
@@ -576,6 +622,37 @@ mod tests {
         assert_eq!(answer_schema(&quotes, false)["anyOf"].as_array().unwrap().len(), 1);
     }
 
+    /// Whether the grammar engine the decoder uses takes `reply` whole under `schema`, fed a
+    /// byte at a time.
+    fn allows(schema: &serde_json::Value, reply: &str) -> bool {
+        let env = toktrie::ApproximateTokEnv::single_byte_env();
+        let factory = llguidance::ParserFactory::new_simple(&env).unwrap();
+        let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema.clone());
+        let mut matcher = llguidance::Matcher::new(Ok(factory.create_parser(grammar).unwrap()));
+        let bytes: Vec<u32> = reply.bytes().map(u32::from).collect();
+        matcher.consume_tokens(&bytes).is_ok() && matcher.is_accepting().unwrap_or(false)
+    }
+
+    #[test]
+    fn the_grammar_holds_the_answer_to_plain_text_and_the_quotes_to_sentences() {
+        let quotes = vec![vec!["The \\W escape shows the basename of $PWD.".to_string()]];
+        let schema = answer_schema(&quotes, true);
+        let cite = r#""citations": [{"quote": "The \\W escape shows the basename of $PWD.", "chunk": 1}]"#;
+        let reply = |answer: &str| format!(r#"{{"answer": "{answer}", {cite}}}"#);
+        assert!(allows(&schema, &reply(r"The basename of $PWD")));
+        assert!(allows(&schema, &reply(r"\\W shows the basename")), "a backslash, escaped");
+        assert!(allows(&schema, r#"{"not_in_sources": "Bash prompts"}"#));
+        // An answer may not end on a backslash, hold a double quote, or escape a control
+        // character (the model closed its string after `\\`, wrote `\"` for `\$`, and
+        // repeated `\u001b[01;31m`); a quote not among the sentences is no quote.
+        assert!(!allows(&schema, &reply(r"The \\")));
+        assert!(!allows(&schema, &reply(r#"The dollar sign (\")"#)));
+        assert!(!allows(&schema, &reply(r"shown by \u001b[01;31m")));
+        assert!(!allows(&schema, &reply(r"shown by \t")));
+        let invented = r#"{"answer": "Yes", "citations": [{"quote": "It works on Windows.", "chunk": 1}]}"#;
+        assert!(!allows(&schema, invented));
+    }
+
     fn cited(quote: &str) -> Citation {
         Citation {
             number: 1,
@@ -675,6 +752,20 @@ mod tests {
         // The quote says nothing of the answer: the sentence naming ssearch36 is cited instead.
         let moved = better_support(q, "ssearch36", "The remaining data is set by default to zero.", &sources, words);
         assert_eq!(moved, Some((1, "Smith-Waterman searches are run by ssearch36.".to_string())));
+        // A quote sharing one word of a long answer by chance gives way to the sentence that
+        // holds more than twice as many; one sharing as many as any other stays.
+        let sources = [
+            source("The positional parameters are replaced when a shell function is executed."),
+            source("! ($!) Expands to the process id of the job most recently placed into the background."),
+        ];
+        let q = "What does the special parameter $! expand to?";
+        let a = "It expands to the process id of the job most recently executed in the background.";
+        let chance = "The positional parameters are replaced when a shell function is executed.";
+        let definition =
+            Some((1, "($!) Expands to the process id of the job most recently placed into the background.".into()));
+        assert_eq!(better_support(q, a, chance, &sources, words), definition);
+        assert_eq!(better_support(q, "the most recent job's process id", chance, &sources, words), definition);
+        assert_eq!(better_support(q, "It is executed, then replaced.", chance, &sources, words), None);
         // A quote that holds the answer stays.
         assert_eq!(
             better_support(q, "ssearch36", "Smith-Waterman searches are run by ssearch36.", &sources, words),
@@ -683,6 +774,24 @@ mod tests {
         // An answer that only repeats the question, or that no sentence supports: unchanged.
         assert_eq!(better_support(q, "Smith-Waterman search", "Other options follow.", &sources, words), None);
         assert_eq!(better_support(q, "blastp", "Other options follow.", &sources, words), None);
+        // A bare "no" rests on the sentence that holds half the question's terms or more.
+        let sources = [
+            source("Every Makefile should define the variable INSTALL. It is the basic command."),
+            source("You should not set the value of DESTDIR in your Makefile at all."),
+        ];
+        let q = "Should a Makefile set the value of DESTDIR?";
+        let copied = "It is the basic command.";
+        let moved = Some((1, "You should not set the value of DESTDIR in your Makefile at all.".to_string()));
+        assert_eq!(better_support(q, "No", copied, &sources, words), moved);
+        assert_eq!(better_support(q, "No", &moved.as_ref().unwrap().1, &sources, words), None);
+        // An answer that only repeats the question's words is no yes or no: it is not moved.
+        let q = "Which Python package should set the value of DESTDIR?";
+        assert_eq!(better_support(q, "DESTDIR-python", copied, &sources, words), None);
+        // No sentence holds half of them: nothing to move to (the answer is withdrawn).
+        assert_eq!(
+            better_support("Does DESTDIR work on Windows with Cygwin?", "Yes", copied, &sources[..1], words),
+            None
+        );
     }
 
     #[test]
@@ -699,6 +808,8 @@ mod tests {
         // A page number, a lone figure or a one-word heading is no quote.
         assert_eq!(quotable_spans("It ends here. 56"), ["It ends here."]);
         assert!(quotable_spans("Installation. 3.14. Chapter 2.").is_empty());
+        // A sentence with a control character cannot be written in the schema's strings.
+        assert_eq!(quotable_spans("A stray \u{1} byte. A clean one."), ["A clean one."]);
         // Every span is found in the passage by the citation matcher.
         for s in &spans {
             assert!(crate::find_quote(&text, s).is_some(), "{s}");

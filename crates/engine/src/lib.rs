@@ -7,6 +7,7 @@ pub mod allocator;
 mod answer;
 mod asking;
 mod config;
+mod contents;
 mod context;
 pub mod conversation;
 mod disk_full;

@@ -52,8 +52,22 @@ pub fn promote(question: &str, mut hits: Vec<SearchHit>) -> Vec<SearchHit> {
 }
 
 /// Whether `text` holds `literal` as printed, not inside a longer word: `-F` in "‘-F’ in ls",
-/// not in "-Foo"; `$!` in "($!)"; `--bytes` not in "--bytes-per-line".
+/// not in "-Foo"; `$!` in "($!)"; `--bytes` not in "--bytes-per-line". A long option is also
+/// held as its name in quotes: manuals' option tables print `--bytes` as "‘bytes’ ‘-c’".
 fn holds(text: &str, literal: &str) -> bool {
+    if prints(text, literal) {
+        return true;
+    }
+    match literal.strip_prefix("--").filter(|name| name.chars().next().is_some_and(char::is_alphanumeric)) {
+        Some(name) => [('‘', '’'), ('\'', '\''), ('`', '\''), ('"', '"'), ('“', '”')]
+            .iter()
+            .any(|(open, close)| text.contains(&format!("{open}{name}{close}"))),
+        None => false,
+    }
+}
+
+/// Whether `text` prints `literal` itself, not inside a longer word.
+fn prints(text: &str, literal: &str) -> bool {
     let option = literal.starts_with('-');
     let word_char = |c: char| c.is_alphanumeric() || c == '_' || (option && c == '-');
     let ends_in_word = literal.chars().last().is_some_and(word_char);
@@ -68,7 +82,7 @@ fn holds(text: &str, literal: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -94,7 +108,8 @@ mod tests {
         assert_eq!(literals("Qu'affiche \\W en été?"), ["\\W"]);
     }
 
-    fn hit(n: u32, text: &str) -> SearchHit {
+    /// A search hit numbered `n` (its seq and page), ranked by `n`, holding `text`.
+    pub(crate) fn hit(n: u32, text: &str) -> SearchHit {
         SearchHit {
             chunk_id: n.to_string(),
             doc_id: "d".into(),
@@ -136,5 +151,10 @@ mod tests {
         assert!(!holds("the --bytes-per-line option", "--bytes"));
         assert!(holds("‘--bytes’, ‘-c’", "--bytes"));
         assert!(!holds("HISTFILE_SIZEX", "HISTFILE_SIZE"));
+        // A long option as an option table prints it: its name in quotes.
+        assert!(holds("‘bytes’ ‘-c’ in head, split, and tail.", "--bytes"));
+        assert!(holds("'classify' '-F' in ls.", "--classify"));
+        assert!(!holds("counts bytes in a file", "--bytes"));
+        assert!(!holds("‘bytes-per-line’", "--bytes"));
     }
 }

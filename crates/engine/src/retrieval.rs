@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::{literals, Engine, SearchHit, SearchMode};
+use crate::{contents, literals, Engine, SearchHit, SearchMode};
 
 /// A second pass over the passages hybrid search found (a cross-encoder, say). It gets the
 /// question and `RERANK_CANDIDATES` candidates, best first, and returns them in its own order;
@@ -17,10 +17,14 @@ pub trait Rerank: Send + Sync {
 /// Candidates a reranker sees per question.
 pub const RERANK_CANDIDATES: usize = 20;
 
-/// Passages among which those holding the question's literal symbols go first (`literals.rs`):
-/// at most 10, so hybrid search fuses the same 40 candidates of each list as for the 3 shown,
-/// and a question without symbols gets the passages it got before.
+/// Passages `retrieve` ranks before it keeps `top_k`: 10, so hybrid search fuses the same 40
+/// candidates of each list as for the 3 shown.
 const LITERAL_POOL: usize = 10;
+
+/// How deep in hybrid search's ranking a passage that prints the question's literal symbols is
+/// looked for: a table row (`\$` in a list of prompt escapes) shares few words with the question
+/// and ranks 15th or 50th by words and meaning alike.
+const LITERAL_REACH: usize = 60;
 
 impl Engine {
     /// Installs (or, with `None`, removes) the reranker `retrieve` applies.
@@ -46,11 +50,19 @@ impl Engine {
         Ok(ranked)
     }
 
-    /// Hybrid search's `limit` best passages for `question`, those that hold its literal
-    /// symbols word for word (`\W`, `$!`, `--bytes`) first: the order `retrieve` picks from.
+    /// Hybrid search's `limit` best passages for `question`: those that hold its literal
+    /// symbols word for word (`\W`, `$!`, `--bytes`) first, found among the first
+    /// `LITERAL_REACH`; a table of contents or an index (`contents`) after the passages it
+    /// points to. The order `retrieve` picks from.
     pub async fn ranked(&self, question: &str, limit: usize) -> Result<Vec<SearchHit>> {
-        let hits = self.search(question, SearchMode::Hybrid, limit).await?;
-        Ok(literals::promote(question, hits))
+        let reach = match literals::literals(question).is_empty() {
+            true => limit,
+            false => limit.max(LITERAL_REACH),
+        };
+        let hits = self.search(question, SearchMode::Hybrid, reach).await?;
+        let mut ranked = contents::after_content(literals::promote(question, hits));
+        ranked.truncate(limit);
+        Ok(ranked)
     }
 
     /// The `limit` best passages for `query` in `mode`. An empty query is refused in every mode

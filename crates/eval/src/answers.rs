@@ -202,23 +202,28 @@ const STOP_WORDS: &[&str] = &[
     "will", "would", "should", "may", "than", "then", "such", "each", "other", "about", "via", "both", "more",
 ];
 
-/// The key terms of `answer` to `question`: its words that the question does not already hold,
-/// stop words aside, of three letters or more or holding a digit. What a quote must show for
-/// the answer to rest on it.
+/// The key terms of `answer` to `question`: its words that the question does not already hold
+/// (compared by their first five characters, as `supports` compares: "corresponding" is the
+/// question's "corresponds"), stop words aside, of three letters or more or holding a digit.
+/// What a quote must show for the answer to rest on it.
 pub fn key_terms(answer: &str, question: &str) -> Vec<String> {
-    let asked: std::collections::HashSet<String> = words(question).collect();
+    let asked: std::collections::HashSet<String> = words(question).map(|w| stem(&w)).collect();
     let mut terms: Vec<String> = words(answer)
-        .filter(|w| !asked.contains(w) && !STOP_WORDS.contains(&w.as_str()))
+        .filter(|w| !asked.contains(&stem(w)) && !STOP_WORDS.contains(&w.as_str()))
         .filter(|w| w.chars().count() >= 3 || w.chars().any(|c| c.is_ascii_digit()))
         .collect();
     terms.dedup();
     terms
 }
 
+/// A word's first five characters: what the judge compares words by.
+fn stem(word: &str) -> String {
+    word.chars().take(5).collect()
+}
+
 /// True when `quote` holds one of `terms` (a word sharing its first five characters, so
 /// "slower" holds "slow" and "installs" holds "installed"), or there is no term to look for.
 pub fn supports(quote: &str, terms: &[String]) -> bool {
-    let stem = |w: &str| w.chars().take(5).collect::<String>();
     let quoted: std::collections::HashSet<String> = words(quote).map(|w| stem(&w)).collect();
     terms.is_empty() || terms.iter().any(|t| quoted.contains(&stem(t)))
 }
@@ -449,6 +454,10 @@ mod tests {
         assert!(!supports("The remaining data is set by default to zero.", &terms));
         // Words are matched by their first five characters: inflections count.
         assert!(supports("sudo port install gmp", &key_terms("It is installed by MacPorts", "How?")));
+        // A question's word in another form is the question's, not a term the answer adds.
+        let terms =
+            key_terms("The short option corresponding to --bytes is -c.", "Which short option corresponds to --bytes?");
+        assert!(terms.is_empty(), "{terms:?}");
         // An answer that adds nothing to the question cannot be judged: not unsupported.
         assert!(supports("anything", &key_terms("Yes, it does.", "Does it?")));
         let c = case("4ti2_manual.pdf", &[44]);
