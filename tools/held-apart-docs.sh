@@ -26,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 # apt-get download needs no root; the package versions are those the sums were taken from.
 (cd "$work" && apt-get download -qq bash-doc=5.2.15-2 gnu-standards=2022.03.23-0.1) || {
   echo "could not download bash-doc 5.2.15-2 and gnu-standards 2022.03.23-0.1 from Debian's archive" >&2
-  echo "(Debian 12 'bookworm' package sources are needed)" >&2
+  echo "(Debian 12 'bookworm' package sources are needed; on a fresh machine run apt-get update first)" >&2
   exit 1
 }
 for deb in "$work"/*.deb; do dpkg-deb -x "$deb" "$work/x"; done
