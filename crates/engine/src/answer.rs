@@ -196,9 +196,9 @@ pub fn better_support(
         // Only a bare yes or no: an answer that repeats the question's words ("4ti2-python" to
         // "Which Python package wraps 4ti2?") has nothing a sentence could be found for.
         let asked = set(question);
-        let yes_or_no = term_set("yes no true false", &terms);
+        let yes_or_no = term_set(YES_OR_NO, &terms);
         let bare = set(answer).iter().all(|t| yes_or_no.contains(t));
-        if !bare || asked.is_empty() || 2 * set(quote).intersection(&asked).count() >= asked.len() {
+        if !bare || asked.is_empty() || holds_half(&asked, &set(quote)) {
             return None;
         }
         let half = asked.len().div_ceil(2);
@@ -361,7 +361,7 @@ pub fn supporting(
         .filter(|c| {
             let quoted = set(&c.quote);
             if added.is_empty() {
-                2 * asked.intersection(&quoted).count() >= asked.len().max(1)
+                holds_half(&asked, &quoted)
             } else {
                 quoted.intersection(&added).next().is_some()
             }
@@ -373,9 +373,17 @@ pub fn supporting(
 /// blinds terms in an encrypted collection): its terms the question does not hold, less the
 /// words that say whether rather than what ("yes", "no"), which no passage need hold.
 fn added_terms(question: &str, answer: &str, terms: &impl Fn(&str) -> String) -> HashSet<String> {
-    let aside: HashSet<String> =
-        term_set(question, terms).into_iter().chain(term_set("yes no true false", terms)).collect();
+    let aside: HashSet<String> = term_set(question, terms).into_iter().chain(term_set(YES_OR_NO, terms)).collect();
     term_set(answer, terms).into_iter().filter(|t| !aside.contains(t)).collect()
+}
+
+/// The words that say whether rather than what: an answer of only these is a bare yes or no.
+const YES_OR_NO: &str = "yes no true false";
+
+/// Whether `quoted` holds at least half of the question's terms `asked` (at least one): what
+/// a quote must hold to support a bare yes or no.
+fn holds_half(asked: &HashSet<String>, quoted: &HashSet<String>) -> bool {
+    2 * asked.intersection(quoted).count() >= asked.len().max(1)
 }
 
 /// `text`'s search terms (`terms`: the index's analyser), each once.

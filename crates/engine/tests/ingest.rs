@@ -321,6 +321,11 @@ async fn a_cancelled_answer_ends_with_the_cancelled_error() {
     assert!((1..=3).contains(&deltas), "{deltas} deltas after cancelling");
 }
 
+/// Ingests `paths` once and returns what became of the first file.
+async fn first_file_outcome(engine: &quire_engine::Engine, paths: &[std::path::PathBuf]) -> FileOutcome {
+    engine.ingest(paths, &mut |_| {}, &Cancel::new()).await.unwrap().files[0].1.clone()
+}
+
 /// Sets `file`'s modification time, as an edit or a copy keeping times would.
 fn set_modified(file: &std::path::Path, time: std::time::SystemTime) {
     std::fs::File::options().write(true).open(file).unwrap().set_modified(time).unwrap();
@@ -336,28 +341,27 @@ async fn unchanged_files_are_known_by_size_and_time_without_being_read() {
     let data = tempfile::tempdir().unwrap();
     let engine = engine(data.path()).await;
     let paths = [docs.path().to_path_buf()];
-    let outcome = |r: &quire_engine::IngestReport| r.files[0].1.clone();
-    let first = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
-    assert!(matches!(outcome(&first), FileOutcome::Indexed { .. }));
+    let first = first_file_outcome(&engine, &paths).await;
+    assert!(matches!(first, FileOutcome::Indexed { .. }));
 
     // Same size and time, other bytes: taken as unchanged, so the file was not read. (The
     // trade-off every sync tool makes; a real edit moves the time.)
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, text.replacen("notify", "NOTIFY", 1)).unwrap();
     set_modified(&file, an_hour_ago);
-    let second = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
-    assert_eq!(outcome(&second), FileOutcome::Unchanged);
+    let second = first_file_outcome(&engine, &paths).await;
+    assert_eq!(second, FileOutcome::Unchanged);
 
     // A new time: read, hashed, re-indexed.
     set_modified(&file, SystemTime::now() - Duration::from_secs(60));
-    let third = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
-    assert!(matches!(outcome(&third), FileOutcome::Indexed { .. }), "{third:?}");
+    let third = first_file_outcome(&engine, &paths).await;
+    assert!(matches!(third, FileOutcome::Indexed { .. }), "{third:?}");
 
     // Touched only: unchanged, and the new time is recorded so the next scan skips the read.
     let touched = SystemTime::now() - Duration::from_secs(30);
     set_modified(&file, touched);
-    let fourth = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
-    assert_eq!(outcome(&fourth), FileOutcome::Unchanged);
+    let fourth = first_file_outcome(&engine, &paths).await;
+    assert_eq!(fourth, FileOutcome::Unchanged);
     let stored = &engine.documents().await.unwrap()[0];
     let touched_ms = touched.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     assert_eq!(stored.modified_ms, touched_ms);
@@ -375,10 +379,9 @@ async fn a_file_that_failed_for_its_bytes_is_not_read_again_until_it_changes() {
     let data = tempfile::tempdir().unwrap();
     let engine = engine(data.path()).await;
     let paths = [docs.path().to_path_buf()];
-    let outcome = |r: &quire_engine::IngestReport| r.files[0].1.clone();
     let refused = FileOutcome::Failed { reason: "this is a binary file, not text".into() };
-    let first = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
-    assert_eq!(outcome(&first), refused);
+    let first = first_file_outcome(&engine, &paths).await;
+    assert_eq!(first, refused);
 
     // Text of the same size under the same time: still the failure, so the file was not read
     // again (a photo without text is not OCR'd at every start, a damaged PDF not parsed up to
@@ -387,13 +390,13 @@ async fn a_file_that_failed_for_its_bytes_is_not_read_again_until_it_changes() {
     set_modified(&file, an_hour_ago);
     drop(engine);
     let engine = self::engine(data.path()).await;
-    let second = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
-    assert_eq!(outcome(&second), refused);
+    let second = first_file_outcome(&engine, &paths).await;
+    assert_eq!(second, refused);
 
     // A new time: read again, and indexed.
     set_modified(&file, SystemTime::now() - Duration::from_secs(60));
-    let third = engine.ingest(&paths, &mut |_| {}, &Cancel::new()).await.unwrap();
-    assert!(matches!(outcome(&third), FileOutcome::Indexed { .. }), "{third:?}");
+    let third = first_file_outcome(&engine, &paths).await;
+    assert!(matches!(third, FileOutcome::Indexed { .. }), "{third:?}");
 }
 
 /// The reranking hook: with a reranker installed, `retrieve` hands it the hybrid candidates and
