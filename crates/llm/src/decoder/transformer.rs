@@ -327,13 +327,10 @@ impl Transformer {
         let mut proj = vec![0f32; m * hidden];
         let ffn = self.layers.first().map(|l| l.gate.rows).unwrap_or(0);
         let mut gate = vec![0f32; m * ffn];
-        let mut up = vec![0f32; m * ffn];
 
         for (li, layer) in self.layers.iter().enumerate() {
             rms_norm(&x, &layer.attn_norm, c.norm_eps, &mut normed);
-            layer.q.matmul(&normed, m, &mut q);
-            layer.k.matmul(&normed, m, &mut k);
-            layer.v.matmul(&normed, m, &mut v);
+            Matrix::matmuls(&mut [(&layer.q, &mut q), (&layer.k, &mut k), (&layer.v, &mut v)], &normed, m);
             add_bias(&mut q, layer.q_bias.as_deref());
             add_bias(&mut k, layer.k_bias.as_deref());
             add_bias(&mut v, layer.v_bias.as_deref());
@@ -365,11 +362,9 @@ impl Transformer {
             }
 
             rms_norm(&x, &layer.ffn_norm, c.norm_eps, &mut normed);
-            layer.gate.matmul(&normed, m, &mut gate);
-            layer.up.matmul(&normed, m, &mut up);
             // SiLU by `quire_simd`'s exponential rather than libm's `expf`, which gives other
             // bits on Windows than on Linux.
-            gate.par_chunks_mut(ffn).zip(up.par_chunks(ffn)).for_each(|(gate, up)| quire_simd::silu_mul(gate, up));
+            Matrix::gated(&layer.gate, &layer.up, &normed, m, &mut gate);
             layer.down.matmul(&gate, m, &mut proj);
             for (xi, pi) in x.iter_mut().zip(&proj) {
                 *xi += pi;

@@ -42,13 +42,41 @@ pub struct Matrix {
 }
 
 trait Blocks: Send + Sync {
-    fn matmul(&self, rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32]);
+    /// A batch of `m` activations (`cols` each) in the format this matrix's kernels take.
+    fn prepare(&self, cols: usize, x: &[f32], m: usize) -> Prepared;
+    /// Whether `prepared` (made by this or another matrix) is what this one's kernels take.
+    fn takes(&self, prepared: &Prepared) -> bool;
+    /// Task `task`'s rows (`ROWS_PER_TASK` from `task * ROWS_PER_TASK`) times every token of
+    /// `prepared`, gathered by weight row into `dst` (`[row][token]`, rows `stride` apart).
+    /// Returns the task's row count and the stride.
+    fn task(&self, rows: usize, cols: usize, prepared: &Prepared, task: usize, dst: &mut Vec<f32>) -> (usize, usize);
     fn row(&self, cols: usize, row: usize, out: &mut [f32]);
     /// Bytes of memory the blocks hold.
     fn bytes(&self) -> usize;
 }
 
+/// A batch's activations prepared for one format's kernels (a `Batch` of its dot products'
+/// type): matrices whose formats take the same (Q4_K and Q6_K both take Q8_K) share one, so
+/// q, k and v, or the FFN's gate and up, quantize and lay out their input once.
+type Prepared = Box<dyn std::any::Any + Send + Sync>;
+
+/// `m` tokens quantized to `V`, `per_row` blocks each, and laid out in panels where the
+/// kernels in use have them for the format that prepared the batch.
+struct Batch<V> {
+    tokens: Vec<V>,
+    per_row: usize,
+    m: usize,
+    panels: Option<kernels::panels::Panels>,
+}
+
 struct Typed<T: RowDot>(Vec<T>);
+
+impl<T: RowDot> Typed<T> {
+    /// Whether a batch of `m` tokens goes (partly) through the panel kernel.
+    fn panelled(m: usize) -> bool {
+        T::panelled() && m >= kernels::panels::PANEL
+    }
+}
 
 /// `out` of a matmul, shared by the tasks that each write their own rows' columns of it.
 struct DisjointRows(*mut f32);
@@ -143,51 +171,62 @@ k_quant_row_dot!(BlockQ4K, q4k, q4k_panels);
 k_quant_row_dot!(BlockQ6K, q6k, q6k_panels);
 
 impl<T: RowDot> Blocks for Typed<T> {
-    fn matmul(&self, rows: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32]) {
+    fn prepare(&self, cols: usize, x: &[f32], m: usize) -> Prepared {
         let per_row = cols / T::BLCK_SIZE;
-        let mut xq = vec![T::VecDotType::zeros(); m * per_row];
-        xq.par_chunks_mut(per_row)
+        let mut tokens = vec![T::VecDotType::zeros(); m * per_row];
+        tokens
+            .par_chunks_mut(per_row)
             .enumerate()
             .for_each(|(t, xq_row)| T::quantize(&x[t * cols..(t + 1) * cols], xq_row));
-        let tokens: Vec<&[T::VecDotType]> = xq.chunks(per_row).collect();
-        assert_eq!(out.len(), m * rows, "a matmul's output holds m × rows values");
-        let out_rows = DisjointRows(out.as_mut_ptr());
         // Panels of 16 tokens go through the panel kernel where there is one, and after them a
         // last part panel of at least `PADDED_PANEL` tokens (its empty lanes zero, their
         // results dropped); the rest, and everything where there is no panel kernel, through
         // `dot_rows`. Each lane of a panel is one token's own sums, so none of it changes a bit.
-        let panels = (T::panelled() && m >= kernels::panels::PANEL).then(|| {
-            let bytes: Vec<&[u8]> = tokens.iter().map(|t| kernels::bytes_of(t)).collect();
+        let panels = Self::panelled(m).then(|| {
+            let bytes: Vec<&[u8]> = tokens.chunks(per_row).map(kernels::bytes_of).collect();
             let whole =
                 if m % kernels::panels::PANEL >= PADDED_PANEL { m.next_multiple_of(kernels::panels::PANEL) } else { m };
             kernels::panels::Panels::new(&bytes, per_row, whole)
         });
+        Box::new(Batch { tokens, per_row, m, panels })
+    }
+
+    fn takes(&self, prepared: &Prepared) -> bool {
+        prepared
+            .downcast_ref::<Batch<T::VecDotType>>()
+            .is_some_and(|batch| batch.panels.is_some() == Self::panelled(batch.m))
+    }
+
+    fn task(&self, rows: usize, cols: usize, prepared: &Prepared, task: usize, dst: &mut Vec<f32>) -> (usize, usize) {
+        let batch = prepared.downcast_ref::<Batch<T::VecDotType>>().expect("a batch this format takes (`takes`)");
+        let (per_row, m) = (batch.per_row, batch.m);
+        debug_assert_eq!(per_row, cols / T::BLCK_SIZE);
         // Lanes of the panels (a part panel's empty ones too): the gathered rows' length.
-        let lanes = panels.as_ref().map_or(0, |p| p.panels * kernels::panels::PANEL);
+        let lanes = batch.panels.as_ref().map_or(0, |p| p.panels * kernels::panels::PANEL);
         let (stride, panelled) = (m.max(lanes), lanes.min(m));
-        (0..rows.div_ceil(ROWS_PER_TASK)).into_par_iter().for_each(|task| {
-            let first = task * ROWS_PER_TASK;
-            let rows_here = ROWS_PER_TASK.min(rows - first);
-            // Results gathered by weight row ([row][token]), the kernels' order, then moved to
-            // `out` ([token][row]) while they are in this task's cache.
-            let mut dst = vec![0f32; rows_here * stride];
-            if let Some(panels) = &panels {
-                T::panel_rows(cols, &self.0[first * per_row..(first + rows_here) * per_row], panels, &mut dst, stride);
+        let first = task * ROWS_PER_TASK;
+        let rows_here = ROWS_PER_TASK.min(rows - first);
+        dst.clear();
+        dst.resize(rows_here * stride, 0.0);
+        if let Some(panels) = &batch.panels {
+            T::panel_rows(cols, &self.0[first * per_row..(first + rows_here) * per_row], panels, dst, stride);
+        }
+        // Tokens in passes, so a pass's activations stay in cache across the task's rows:
+        // over all m tokens at once, a long prompt's activations (2.6 MB for a 256-token
+        // block of the FFN's down projection) were read again from memory for every row.
+        let token = |t: usize| &batch.tokens[t * per_row..(t + 1) * per_row];
+        for t0 in (panelled..m).step_by(TOKENS_PER_PASS) {
+            let t1 = (t0 + TOKENS_PER_PASS).min(m);
+            let mut pass: [&[T::VecDotType]; TOKENS_PER_PASS] = [&[]; TOKENS_PER_PASS];
+            for (slot, t) in pass.iter_mut().zip(t0..t1) {
+                *slot = token(t);
             }
-            // Tokens in passes, so a pass's activations stay in cache across the task's rows:
-            // over all m tokens at once, a long prompt's activations (2.6 MB for a 256-token
-            // block of the FFN's down projection) were read again from memory for every row.
-            for t0 in (panelled..m).step_by(TOKENS_PER_PASS) {
-                let t1 = (t0 + TOKENS_PER_PASS).min(m);
-                for i in 0..rows_here {
-                    let w = &self.0[(first + i) * per_row..(first + i + 1) * per_row];
-                    T::dot_rows(cols, w, &tokens[t0..t1], &mut dst[i * stride + t0..i * stride + t1]);
-                }
+            for i in 0..rows_here {
+                let w = &self.0[(first + i) * per_row..(first + i + 1) * per_row];
+                T::dot_rows(cols, w, &pass[..t1 - t0], &mut dst[i * stride + t0..i * stride + t1]);
             }
-            // SAFETY: `out` holds m × rows floats and this task alone writes columns
-            // first..first + rows_here of it; `dst` holds rows_here × stride ≥ m.
-            unsafe { move_results(&dst, stride, rows_here, m, out_rows.start().add(first), rows) };
-        });
+        }
+        (rows_here, stride)
     }
 
     fn row(&self, cols: usize, row: usize, out: &mut [f32]) {
@@ -198,6 +237,24 @@ impl<T: RowDot> Blocks for Typed<T> {
     fn bytes(&self) -> usize {
         std::mem::size_of_val(self.0.as_slice())
     }
+}
+
+/// `x` prepared for each of `matrices`: the batches made, and which one each matrix takes (a
+/// matrix takes the first batch made before it that its format takes, else makes its own).
+fn prepare_shared(matrices: &[&Matrix], x: &[f32], m: usize) -> (Vec<Prepared>, Vec<usize>) {
+    let mut prepared: Vec<Prepared> = Vec::new();
+    let mut batch_of = Vec::with_capacity(matrices.len());
+    for matrix in matrices {
+        let index = match prepared.iter().position(|batch| matrix.data.takes(batch)) {
+            Some(index) => index,
+            None => {
+                prepared.push(matrix.data.prepare(matrix.cols, x, m));
+                prepared.len() - 1
+            }
+        };
+        batch_of.push(index);
+    }
+    (prepared, batch_of)
 }
 
 /// Moves a task's results from `src[i * stride + t]` (its `rows_here` weight rows by the `m`
@@ -265,9 +322,59 @@ unsafe fn transpose_8x8(from: *const f32, from_stride: usize, to: *mut f32, to_s
 impl Matrix {
     /// `out[t][r] = Σ_c W[r][c] · x[t][c]` for the `m` rows of `x` (each `cols` long).
     pub fn matmul(&self, x: &[f32], m: usize, out: &mut [f32]) {
-        debug_assert_eq!(x.len(), m * self.cols);
-        debug_assert_eq!(out.len(), m * self.rows);
-        self.data.matmul(self.rows, self.cols, x, m, out);
+        Matrix::matmuls(&mut [(self, out)], x, m);
+    }
+
+    /// Each matrix's `matmul` with the same `x` (q, k and v of a layer): the activations are
+    /// prepared once for the matrices whose formats take the same, and the tasks of all run in
+    /// one parallel loop (one wait for the slowest task rather than one per matrix). Each
+    /// result is `matmul`'s, bit for bit.
+    pub fn matmuls(parts: &mut [(&Matrix, &mut [f32])], x: &[f32], m: usize) {
+        let Some(cols) = parts.first().map(|(matrix, _)| matrix.cols) else { return };
+        assert_eq!(x.len(), m * cols, "the activations are m × cols");
+        for (matrix, out) in parts.iter() {
+            assert_eq!(matrix.cols, cols, "the matrices multiply the same activations");
+            assert_eq!(out.len(), m * matrix.rows, "a matmul's output holds m × rows values");
+        }
+        let matrices: Vec<&Matrix> = parts.iter().map(|(matrix, _)| *matrix).collect();
+        let (prepared, batch_of) = prepare_shared(&matrices, x, m);
+        let outs: Vec<DisjointRows> = parts.iter_mut().map(|(_, out)| DisjointRows(out.as_mut_ptr())).collect();
+        let tasks: Vec<(usize, usize)> = matrices
+            .iter()
+            .enumerate()
+            .flat_map(|(p, matrix)| (0..matrix.rows.div_ceil(ROWS_PER_TASK)).map(move |task| (p, task)))
+            .collect();
+        tasks.into_par_iter().for_each(|(p, task)| {
+            let matrix = matrices[p];
+            let mut dst = Vec::new();
+            let (rows_here, stride) = matrix.data.task(matrix.rows, cols, &prepared[batch_of[p]], task, &mut dst);
+            // SAFETY: part p's output holds m × rows floats and this task alone writes its
+            // columns task * ROWS_PER_TASK.. + rows_here; `dst` holds rows_here × stride ≥ m.
+            unsafe { move_results(&dst, stride, rows_here, m, outs[p].start().add(task * ROWS_PER_TASK), matrix.rows) };
+        });
+    }
+
+    /// `out = SiLU(gate · x) × (up · x)` (the FFN's gated product, element by element): each
+    /// task multiplies the same rows of both matrices and combines them while they are in its
+    /// cache, so the up projection is never written out whole. Bit for bit `matmul` of each
+    /// then `quire_simd::silu_mul`.
+    pub fn gated(gate: &Matrix, up: &Matrix, x: &[f32], m: usize, out: &mut [f32]) {
+        assert!(gate.rows == up.rows && gate.cols == up.cols, "the gate and up projections have one shape");
+        let (rows, cols) = (gate.rows, gate.cols);
+        assert_eq!(x.len(), m * cols, "the activations are m × cols");
+        assert_eq!(out.len(), m * rows, "the gated product holds m × rows values");
+        let (prepared, batch_of) = prepare_shared(&[gate, up], x, m);
+        let out_rows = DisjointRows(out.as_mut_ptr());
+        (0..rows.div_ceil(ROWS_PER_TASK)).into_par_iter().for_each(|task| {
+            let (mut gated, mut ups) = (Vec::new(), Vec::new());
+            let (rows_here, stride) = gate.data.task(rows, cols, &prepared[batch_of[0]], task, &mut gated);
+            let (_, up_stride) = up.data.task(rows, cols, &prepared[batch_of[1]], task, &mut ups);
+            for i in 0..rows_here {
+                quire_simd::silu_mul(&mut gated[i * stride..i * stride + m], &ups[i * up_stride..i * up_stride + m]);
+            }
+            // SAFETY: as in `matmuls`, for the one output.
+            unsafe { move_results(&gated, stride, rows_here, m, out_rows.start().add(task * ROWS_PER_TASK), rows) };
+        });
     }
 
     /// One row as floats (the embedding lookup).
@@ -426,6 +533,44 @@ mod tests {
         for m in [37, 34, 21, 7] {
             check::<BlockQ4K>(m);
             check::<BlockQ6K>(m);
+        }
+    }
+
+    /// Several matrices sharing one prepared input (Q4_K and Q6_K take the same; Q8_0 its own)
+    /// and the gated product give each matrix's own `matmul` bit for bit, and the gate's SiLU
+    /// times the up projection as `quire_simd::silu_mul` gives it: for a prompt-sized batch
+    /// (panels and a rest) and a verification-sized one (tiles alone).
+    #[test]
+    fn shared_inputs_and_the_gated_product_equal_separate_matmuls_bit_for_bit() {
+        fn matrix<T: RowDot>(rows: usize, cols: usize, seed: usize) -> Matrix {
+            let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 + seed) % 1013) as f32 / 300.0 - 1.7).collect();
+            let mut blocks = vec![T::zeros(); rows * cols / T::BLCK_SIZE];
+            T::from_float(&w, &mut blocks);
+            Matrix { rows, cols, data: Box::new(Typed(blocks)) }
+        }
+        let cols = 512;
+        let (a, b, c) =
+            (matrix::<BlockQ4K>(40, cols, 1), matrix::<BlockQ6K>(24, cols, 2), matrix::<BlockQ8_0>(8, cols, 3));
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for m in [37, 6] {
+            let x: Vec<f32> = (0..m * cols).map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0).collect();
+            let alone = |matrix: &Matrix| {
+                let mut out = vec![0f32; m * matrix.rows];
+                matrix.matmul(&x, m, &mut out);
+                out
+            };
+            let (mut oa, mut ob, mut oc) = (vec![0f32; m * a.rows], vec![0f32; m * b.rows], vec![0f32; m * c.rows]);
+            Matrix::matmuls(&mut [(&a, &mut oa), (&b, &mut ob), (&c, &mut oc)], &x, m);
+            assert_eq!(bits(&oa), bits(&alone(&a)), "m = {m}: Q4_K beside others");
+            assert_eq!(bits(&ob), bits(&alone(&b)), "m = {m}: Q6_K on Q4_K's batch");
+            assert_eq!(bits(&oc), bits(&alone(&c)), "m = {m}: Q8_0 on its own batch");
+
+            let up = matrix::<BlockQ6K>(a.rows, cols, 4);
+            let (mut gate, ups) = (alone(&a), alone(&up));
+            quire_simd::silu_mul(&mut gate, &ups);
+            let mut gated = vec![0f32; m * a.rows];
+            Matrix::gated(&a, &up, &x, m, &mut gated);
+            assert_eq!(bits(&gated), bits(&gate), "m = {m}: the gated product");
         }
     }
 

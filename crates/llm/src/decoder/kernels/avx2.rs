@@ -237,6 +237,7 @@ pub unsafe fn q4k_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
 /// `row` holds whole Q4_K blocks, `b` one of them.
 pub unsafe fn unpack_q4k(row: &[u8], b: usize, out: &mut block::Unpacked) {
     use std::arch::x86_64::*;
+    block::prefetch(row.as_ptr().wrapping_add((b + 1) * Q4K_BYTES), Q4K_BYTES);
     let Q4kBlock { d, dmin, scales: sc, mins: mn, nibbles: qs } = q4k_block(row, b);
     let low = _mm256_set1_epi8(0xF);
     for j in 0..4 {
@@ -323,6 +324,7 @@ pub unsafe fn q6k_tile(row: &[u8], tokens: &[&[BlockQ8K]], out: &mut [f32]) {
 /// # Safety
 /// `row` holds whole Q6_K blocks, `b` one of them.
 pub unsafe fn unpack_q6k(row: &[u8], b: usize, out: &mut Unpacked) {
+    block::prefetch(row.as_ptr().wrapping_add((b + 1) * Q6K_BYTES), Q6K_BYTES);
     let (q6, d) = q6k_weights(row, b);
     for (k, q) in q6.iter().enumerate() {
         _mm256_storeu_si256(out.weights.as_mut_ptr().add(32 * k) as *mut __m256i, *q);
