@@ -7,7 +7,9 @@
 //! prompt must change nothing. Then each answer is decoded plainly (no drafts) over its kept
 //! prompt, for the decoding speed at the prompt's depth. Then llama.cpp's llama-bench processes
 //! a prompt of the same length, and generates 128 tokens after a prompt of that length, on the
-//! same file and threads in each of its CPU configurations, for the ratios to its best.
+//! same file and threads in each of its CPU configurations; its best of each then runs in
+//! rounds alternated with Quire's own fresh prompt and plain decoding (the machine's speed
+//! drifts within a run), and the median of the rounds' ratios is the figure.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -46,6 +48,11 @@ pub struct TtftArgs {
     /// puts it, if it is there.
     #[arg(long)]
     llama_bench: Option<PathBuf>,
+    /// Rounds of Quire (a fresh prompt, then its answer decoded plainly) then llama.cpp at its
+    /// best configuration, back to back: the machine's speed drifts within a run, so each
+    /// round's ratios are printed and their medians are the figures.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
 }
 
 pub async fn run(args: TtftArgs) -> Result<()> {
@@ -172,6 +179,18 @@ pub async fn run(args: TtftArgs) -> Result<()> {
         before_mean(0) + before_mean(1) + mean(1, |f| f.ttft.as_secs_f64()),
         before_mean(0) + before_mean(2) + mean(3, |f| f.ttft.as_secs_f64())
     );
+    // The whole answer as the app gives its first question (the app's speculation): measured,
+    // and at the same pace for an answer of `WHOLE_ANSWER` tokens.
+    let (first_tokens, first_total, first_ttft) =
+        (mean(1, |f| f.tokens as f64), mean(1, |f| f.total.as_secs_f64()), mean(1, |f| f.ttft.as_secs_f64()));
+    let before_prompt = before_mean(0) + before_mean(1);
+    let per_token = (first_total - first_ttft) / (first_tokens - 1.0).max(1.0);
+    println!(
+        "the whole answer from the question (mean, first after loading): {first_tokens:.0} tokens in {:.2} s; \
+         {WHOLE_ANSWER} tokens at this pace {:.2} s",
+        before_prompt + first_total,
+        before_prompt + first_ttft + per_token * (WHOLE_ANSWER - 1) as f64
+    );
     anyhow::ensure!(different.is_empty(), "a kept prompt changed the answer to: {different:?}");
     println!("every answer with a kept prompt equals the fresh run's, token for token");
 
@@ -205,40 +224,62 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     );
 
     let prompt = mean(0, |f| f.prompt as f64).round() as usize;
-    let quire_rate = mean(0, |f| f.prompt_tokens_per_sec as f64);
-    match args.llama_bench.or_else(built_llama_bench) {
-        Some(bench) => {
-            let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-            let configurations = llama_cpp_rates(&bench, &model_path, LlamaTest::Prompt(prompt), threads)?;
-            let decoding = llama_cpp_rates(&bench, &model_path, LlamaTest::Decode { depth: prompt }, threads)?;
-            println!("\nllama.cpp's configurations (llama-bench, {} runs each):", LLAMA_RUNS);
-            println!("  {:<26} {:>17} {:>22}", "", format!("pp{prompt}"), format!("tg{LLAMA_DECODED} at depth {prompt}"));
-            for ((configuration, rate), (_, decode)) in configurations.iter().zip(&decoding) {
-                println!("  {configuration:<26} {rate:>10.1} tokens/s {decode:>15.1} tokens/s");
-            }
-            let llama = configurations.iter().map(|(_, rate)| *rate).fold(0.0, f64::max);
-            let llama_decode = decoding.iter().map(|(_, rate)| *rate).fold(0.0, f64::max);
-            println!("\nprompt processing, {prompt} tokens, {threads} threads, same GGUF file:");
-            println!(
-                "  Quire (fresh questions)  {quire_rate:>7.1} tokens/s   first token after {:>5.2} s",
-                mean(0, |f| f.ttft.as_secs_f64())
-            );
-            println!(
-                "  llama.cpp, its best      {llama:>7.1} tokens/s   (the prompt alone: {:.2} s)",
-                prompt as f64 / llama
-            );
-            println!("  ratio Quire / llama.cpp  {:>7.2}", quire_rate / llama);
-            println!("\ndecoding at a depth of {prompt} tokens, same file and threads:");
-            println!("  Quire, plain             {plain_rate:>7.1} tokens/s   speculative {spec_rate:>7.1} tokens/s");
-            println!("  llama.cpp, its best      {llama_decode:>7.1} tokens/s   ({LLAMA_DECODED} tokens generated)");
-            println!(
-                "  ratio Quire / llama.cpp  {:>7.2} plain, {:.2} speculative",
-                plain_rate / llama_decode,
-                spec_rate / llama_decode
-            );
-        }
-        None => println!("\n(no llama-bench to compare with: build it with `bash tools/build-llama-bench.sh`, or pass --llama-bench)"),
+    let Some(bench) = args.llama_bench.or_else(built_llama_bench) else {
+        println!("\n(no llama-bench to compare with: build it with `bash tools/build-llama-bench.sh`, or pass --llama-bench)");
+        return Ok(());
+    };
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let llama = Llama { bench: &bench, model: &model_path, threads };
+    let configurations = llama.rates(LlamaTest::Prompt(prompt), &ALL_CONFIGURATIONS, LLAMA_RUNS)?;
+    let decoding = llama.rates(LlamaTest::Decode { depth: prompt }, &ALL_CONFIGURATIONS, LLAMA_RUNS)?;
+    println!("\nllama.cpp's configurations (llama-bench, {LLAMA_RUNS} runs each):");
+    println!("  {:<26} {:>17} {:>22}", "", format!("pp{prompt}"), format!("tg{LLAMA_DECODED} at depth {prompt}"));
+    for ((configuration, rate), (_, decode)) in configurations.iter().zip(&decoding) {
+        println!("  {:<26} {rate:>10.1} tokens/s {decode:>15.1} tokens/s", configuration.to_string());
     }
+    let best = |rates: &[(Configuration, f64)]| *rates.iter().max_by(|a, b| a.1.total_cmp(&b.1)).expect("4 rates");
+    let (best_prompt, best_decode) = (best(&configurations), best(&decoding));
+    println!(
+        "\nrounds, llama.cpp at its best ({} for the prompt, {} for decoding), {threads} threads, same GGUF file:",
+        best_prompt.0,
+        best_decode.0
+    );
+    let (mut prompt_ratios, mut decode_ratios, mut their_decodes) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..args.rounds.max(1) {
+        // A fresh question's prompt, every token processed, then its answer decoded plainly.
+        decoder.forget_prompt();
+        let ours = run_one(decoder, &requests[round % requests.len()].0, &plain)?;
+        let s = &ours.generation.stats;
+        let (our_prompt, our_decode) = (f64::from(s.prompt_tokens_per_sec), f64::from(s.decode_tokens_per_sec));
+        let their_prompt = llama.rates(LlamaTest::Prompt(prompt), &[best_prompt.0], ROUND_RUNS)?[0].1;
+        let their_decode = llama.rates(LlamaTest::Decode { depth: prompt }, &[best_decode.0], ROUND_RUNS)?[0].1;
+        println!(
+            "  round {}: prompt Quire {our_prompt:>6.1} ({} tokens), llama.cpp {their_prompt:>6.1} tokens/s: {:.2}; \
+             plain decoding Quire {our_decode:>5.1}, llama.cpp {their_decode:>5.1} tokens/s: {:.2}",
+            round + 1,
+            s.prompt_tokens,
+            our_prompt / their_prompt,
+            our_decode / their_decode
+        );
+        prompt_ratios.push(our_prompt / their_prompt);
+        decode_ratios.push(our_decode / their_decode);
+        their_decodes.push(their_decode);
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let rounds = prompt_ratios.len();
+    println!(
+        "\nratio Quire / llama.cpp at its best, median of {rounds} rounds: prompt processing {:.2}, plain decoding {:.2}",
+        median(prompt_ratios),
+        median(decode_ratios)
+    );
+    println!(
+        "speculative decoding (the answers above, {spec_rate:.1} tokens/s) against llama.cpp's median round ({:.1} tokens/s): {:.2}",
+        median(their_decodes.clone()),
+        spec_rate / median(their_decodes)
+    );
     Ok(())
 }
 
@@ -251,8 +292,11 @@ fn built_llama_bench() -> Option<PathBuf> {
     bin.is_file().then_some(bin)
 }
 
-/// Runs of llama-bench per configuration (it reports their mean).
+/// Runs of llama-bench per configuration in its sweep of the four (it reports their mean).
 const LLAMA_RUNS: usize = 3;
+
+/// Runs of llama-bench in each alternated round, at its best configuration.
+const ROUND_RUNS: usize = 2;
 
 /// Tokens llama-bench generates for its decoding figure.
 const LLAMA_DECODED: usize = 128;
@@ -266,64 +310,107 @@ enum LlamaTest {
     Decode { depth: usize },
 }
 
-/// llama.cpp's rate (tokens/s, mean of `LLAMA_RUNS` runs) for `test` in each configuration
-/// that changes it on a CPU: flash attention on and off, weights repacked for its CPU kernels
-/// or not (which is faster depends on the CPU and the model), in that order. The ratio is
-/// taken against the best.
-fn llama_cpp_rates(
-    bench: &std::path::Path,
-    model: &std::path::Path,
-    test: LlamaTest,
+/// A llama.cpp configuration that changes its speed on a CPU: flash attention on or off,
+/// weights repacked for its CPU kernels or not (which is faster depends on the CPU and the
+/// model).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Configuration {
+    flash: bool,
+    repack: bool,
+}
+
+impl std::fmt::Display for Configuration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "-fa {} --repack {}", if self.flash { "on" } else { "off" }, u8::from(self.repack))
+    }
+}
+
+/// The four, in the order they are printed.
+const ALL_CONFIGURATIONS: [Configuration; 4] = [
+    Configuration { flash: true, repack: false },
+    Configuration { flash: false, repack: false },
+    Configuration { flash: true, repack: true },
+    Configuration { flash: false, repack: true },
+];
+
+/// llama-bench on one GGUF file and thread count.
+struct Llama<'a> {
+    bench: &'a std::path::Path,
+    model: &'a std::path::Path,
     threads: usize,
-) -> Result<Vec<(String, f64)>> {
-    let (prompt, generated, depth) = match test {
-        LlamaTest::Prompt(prompt) => (prompt, 0, 0),
-        LlamaTest::Decode { depth } => (0, LLAMA_DECODED, depth),
-    };
-    let output = std::process::Command::new(bench)
-        .arg("-m")
-        .arg(model)
-        .args(["-p", &prompt.to_string(), "-n", &generated.to_string(), "-d", &depth.to_string()])
-        .args(["-t", &threads.to_string()])
-        .args(["-r", &LLAMA_RUNS.to_string(), "-fa", "on,off", "--repack", "0,1", "-o", "json"])
-        .output()
-        .with_context(|| format!("cannot run {}", bench.display()))?;
-    anyhow::ensure!(
-        output.status.success(),
-        "{} failed: {}",
-        bench.display(),
-        String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("")
-    );
-    let runs: Vec<serde_json::Value> =
-        serde_json::from_slice(&output.stdout).context("llama-bench's JSON output did not parse")?;
-    let rates: Vec<(String, f64)> = runs
-        .iter()
-        .filter(|r| {
-            r["n_prompt"].as_u64() == Some(prompt as u64)
-                && r["n_gen"].as_u64() == Some(generated as u64)
-                && r["n_depth"].as_u64().unwrap_or(0) == depth as u64
-        })
-        .filter_map(|r| {
-            // llama-bench writes flash attention as a number (1 on, 0 off) and repack as a bool.
-            let flash = match r["flash_attn"].as_i64() {
-                Some(1) => "on",
-                Some(0) => "off",
-                _ => "?",
-            };
-            let repack = r["repack"].as_bool().map_or("?", |on| if on { "1" } else { "0" });
-            Some((format!("-fa {flash} --repack {repack}"), r["avg_ts"].as_f64()?))
-        })
-        .collect();
-    anyhow::ensure!(rates.len() == 4, "llama-bench reported {} of its 4 configurations", rates.len());
-    Ok(rates)
+}
+
+impl Llama<'_> {
+    /// llama.cpp's rate (tokens/s, mean of `runs` runs) for `test` in each of `configurations`,
+    /// in their order.
+    fn rates(
+        &self,
+        test: LlamaTest,
+        configurations: &[Configuration],
+        runs: usize,
+    ) -> Result<Vec<(Configuration, f64)>> {
+        let (prompt, generated, depth) = match test {
+            LlamaTest::Prompt(prompt) => (prompt, 0, 0),
+            LlamaTest::Decode { depth } => (0, LLAMA_DECODED, depth),
+        };
+        // llama-bench runs every combination of the values given: those of the configurations
+        // asked for, the others dropped below.
+        let values = |on: fn(&Configuration) -> bool, yes: &str, no: &str| {
+            let mut v: Vec<&str> = Vec::new();
+            for c in configurations {
+                let value = if on(c) { yes } else { no };
+                if !v.contains(&value) {
+                    v.push(value);
+                }
+            }
+            v.join(",")
+        };
+        let output = std::process::Command::new(self.bench)
+            .arg("-m")
+            .arg(self.model)
+            .args(["-p", &prompt.to_string(), "-n", &generated.to_string(), "-d", &depth.to_string()])
+            .args(["-t", &self.threads.to_string(), "-r", &runs.to_string(), "-o", "json"])
+            .args(["-fa", &values(|c| c.flash, "on", "off"), "--repack", &values(|c| c.repack, "1", "0")])
+            .output()
+            .with_context(|| format!("cannot run {}", self.bench.display()))?;
+        anyhow::ensure!(
+            output.status.success(),
+            "{} failed: {}",
+            self.bench.display(),
+            String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("")
+        );
+        let reported: Vec<serde_json::Value> =
+            serde_json::from_slice(&output.stdout).context("llama-bench's JSON output did not parse")?;
+        let rate = |c: &Configuration| {
+            reported.iter().find_map(|r| {
+                // llama-bench writes flash attention as a number (1 on, 0 off) and repack as a bool.
+                let same = r["n_prompt"].as_u64() == Some(prompt as u64)
+                    && r["n_gen"].as_u64() == Some(generated as u64)
+                    && r["n_depth"].as_u64().unwrap_or(0) == depth as u64
+                    && r["flash_attn"].as_i64() == Some(i64::from(c.flash))
+                    && r["repack"].as_bool() == Some(c.repack);
+                same.then(|| r["avg_ts"].as_f64()).flatten()
+            })
+        };
+        configurations
+            .iter()
+            .map(|c| rate(c).map(|r| (*c, r)).with_context(|| format!("llama-bench reported nothing for {c}")))
+            .collect()
+    }
 }
 
 fn run_one(decoder: &Decoder, request: &GenerationRequest, speculation: &Speculation) -> Result<Decoded> {
     tokio::task::block_in_place(|| decoder.generate(request, speculation, 0, |_| {}, || false))
 }
 
+/// The length of answer the goal for whole answers is set for (about 100 tokens).
+const WHOLE_ANSWER: usize = 100;
+
 struct Figure {
     ttft: Duration,
+    /// From the start of the answer to its last token, and how many tokens it has.
+    total: Duration,
+    tokens: usize,
     prompt: usize,
     processed: usize,
     prompt_tokens_per_sec: f32,
@@ -334,6 +421,8 @@ impl Figure {
         let s = &d.generation.stats;
         Figure {
             ttft: s.time_to_first_token,
+            total: s.total_time,
+            tokens: s.completion_tokens,
             prompt: s.prompt_tokens,
             processed: s.prompt_tokens - s.prompt_reused_tokens,
             prompt_tokens_per_sec: s.prompt_tokens_per_sec,
