@@ -369,8 +369,15 @@ impl Matrix {
             let (mut gated, mut ups) = (Vec::new(), Vec::new());
             let (rows_here, stride) = gate.data.task(rows, cols, &prepared[batch_of[0]], task, &mut gated);
             let (_, up_stride) = up.data.task(rows, cols, &prepared[batch_of[1]], task, &mut ups);
-            for i in 0..rows_here {
-                quire_simd::silu_mul(&mut gated[i * stride..i * stride + m], &ups[i * up_stride..i * up_stride + m]);
+            if stride == up_stride {
+                // All rows in one call (a decode step's rows are a token or a few long, too
+                // short for the vector loop one at a time); a panel's empty lanes are zeros.
+                quire_simd::silu_mul(&mut gated[..rows_here * stride], &ups[..rows_here * stride]);
+            } else {
+                for i in 0..rows_here {
+                    let (g, u) = (&mut gated[i * stride..i * stride + m], &ups[i * up_stride..i * up_stride + m]);
+                    quire_simd::silu_mul(g, u);
+                }
             }
             // SAFETY: as in `matmuls`, for the one output.
             unsafe { move_results(&gated, stride, rows_here, m, out_rows.start().add(task * ROWS_PER_TASK), rows) };
@@ -565,12 +572,14 @@ mod tests {
             assert_eq!(bits(&ob), bits(&alone(&b)), "m = {m}: Q6_K on Q4_K's batch");
             assert_eq!(bits(&oc), bits(&alone(&c)), "m = {m}: Q8_0 on its own batch");
 
-            let up = matrix::<BlockQ6K>(a.rows, cols, 4);
-            let (mut gate, ups) = (alone(&a), alone(&up));
-            quire_simd::silu_mul(&mut gate, &ups);
-            let mut gated = vec![0f32; m * a.rows];
-            Matrix::gated(&a, &up, &x, m, &mut gated);
-            assert_eq!(bits(&gated), bits(&gate), "m = {m}: the gated product");
+            // An up projection on the gate's batch, and one on its own (rows laid out apart).
+            for up in [matrix::<BlockQ6K>(a.rows, cols, 4), matrix::<BlockQ8_0>(a.rows, cols, 5)] {
+                let (mut gate, ups) = (alone(&a), alone(&up));
+                quire_simd::silu_mul(&mut gate, &ups);
+                let mut gated = vec![0f32; m * a.rows];
+                Matrix::gated(&a, &up, &x, m, &mut gated);
+                assert_eq!(bits(&gated), bits(&gate), "m = {m}: the gated product");
+            }
         }
     }
 
