@@ -241,8 +241,7 @@ pub async fn run(args: TtftArgs) -> Result<()> {
     let (best_prompt, best_decode) = (best(&configurations), best(&decoding));
     println!(
         "\nrounds, llama.cpp at its best ({} for the prompt, {} for decoding), {threads} threads, same GGUF file:",
-        best_prompt.0,
-        best_decode.0
+        best_prompt.0, best_decode.0
     );
     let (mut prompt_ratios, mut decode_ratios, mut their_decodes) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..args.rounds.max(1) {

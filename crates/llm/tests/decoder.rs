@@ -340,7 +340,8 @@ fn the_chi_square_check_itself_rejects_different_distributions() {
 
 /// Prompt processing of the default model on this machine: a RAG-sized prompt (656 new tokens
 /// after 118 kept, as `quire bench ttft` with focused passages) in the decoder's blocks of 256,
-/// three runs, then a follow-up's 23 tokens after it; prints the rates. For profiling
+/// three runs, then a follow-up's 23 tokens after it, then 32 steps of plain decoding and a
+/// verification pass of each size; prints the rates. For profiling
 /// kernels (`perf record` on this test).
 #[test]
 #[ignore = "a measurement: cargo test --release --test decoder prompt_speed -- --ignored --nocapture"]
@@ -348,7 +349,7 @@ fn prompt_speed() {
     let model = Transformer::load(&quire_testkit::model(&quire_models::QWEN_1_5B)).unwrap();
     let tokens: Vec<u32> = (0..774u32).map(|i| 1000 + i * 7919 % 30000).collect();
     let (kept, total) = (118, tokens.len());
-    let mut cache = model.new_cache(total + 23);
+    let mut cache = model.new_cache(total + 32);
     model.forward(&tokens[..kept], &mut cache, usize::MAX).unwrap();
     let mut last = Vec::new();
     for run in 0..3 {
@@ -375,6 +376,15 @@ fn prompt_speed() {
         model.forward(&tokens[..22], &mut cache, usize::MAX).unwrap();
         model.forward(&tokens[22..23], &mut cache, 0).unwrap();
         println!("follow-up {run}: 23 tokens in {:.2} s", start.elapsed().as_secs_f64());
+    }
+    // Plain decoding's steps: one token at a time after the whole prompt.
+    for run in 0..3 {
+        cache.truncate(total);
+        let start = std::time::Instant::now();
+        for t in 0..32 {
+            model.forward(&tokens[t..t + 1], &mut cache, 0).unwrap();
+        }
+        println!("decode {run}: 32 tokens one at a time, {:.2} tokens/s", 32.0 / start.elapsed().as_secs_f64());
     }
     for m in [1, 2, 4, 5, 6, 8, 12] {
         cache.truncate(total);
