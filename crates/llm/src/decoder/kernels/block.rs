@@ -35,8 +35,9 @@ pub fn prefetch_ahead(block: *const u8, bytes: usize) {
 }
 
 /// Asks for the `bytes` from `at` on (any address: past a row's end it is a wasted request).
-/// The panels unpack a task's rows a block at a time, each row's next block ~16,000
-/// multiply instructions later: asked for when its block before is unpacked, it is there.
+/// The panels unpack a task's rows a block at a time and multiply every panel with them
+/// before the next (~16,000 instructions for a prompt block of 256 tokens): a row's next block
+/// asked for when the one before is unpacked is in cache when it is needed.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub fn prefetch(at: *const u8, bytes: usize) {
