@@ -277,32 +277,42 @@ mod avx512 {
         // and one block's N chains (6 for Qwen2.5-1.5B) keep the multipliers busy only N
         // cycles in every 4 (the instruction's latency). Each lane's chain is the same either way.
         for pair in (0..blocks).step_by(2) {
-            let k = keys.as_ptr().add(pair * KEY_BLOCK * hd);
             if pair + 1 < blocks {
-                let k2 = k.add(KEY_BLOCK * hd);
-                let mut acc = [[_mm512_setzero_ps(); N]; 2];
-                for d in 0..hd {
-                    let kd = [_mm512_loadu_ps(k.add(d * KEY_BLOCK)), _mm512_loadu_ps(k2.add(d * KEY_BLOCK))];
-                    for h in 0..N {
-                        let qd = _mm512_set1_ps(*q.as_ptr().add(h * hd + d));
-                        for (a, kd) in acc.iter_mut().zip(kd) {
-                            a[h] = _mm512_fmadd_ps(qd, kd, a[h]);
-                        }
-                    }
-                }
-                for (b, acc) in acc.iter().enumerate() {
-                    store_scores(acc, (pair + b) * KEY_BLOCK, seen, scale, out);
-                }
+                blocks_scores::<N, 2>(q, keys, hd, pair, seen, scale, out);
             } else {
-                let mut acc = [_mm512_setzero_ps(); N];
-                for d in 0..hd {
-                    let kd = _mm512_loadu_ps(k.add(d * KEY_BLOCK));
-                    for (h, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_fmadd_ps(_mm512_set1_ps(*q.as_ptr().add(h * hd + d)), kd, *a);
-                    }
-                }
-                store_scores(&acc, pair * KEY_BLOCK, seen, scale, out);
+                blocks_scores::<N, 1>(q, keys, hd, pair, seen, scale, out);
             }
+        }
+    }
+
+    /// The scores of `B` key blocks from block `first` on, each against the `N` heads.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn blocks_scores<const N: usize, const B: usize>(
+        q: &[f32],
+        keys: &[f32],
+        hd: usize,
+        first: usize,
+        seen: usize,
+        scale: __m512,
+        out: &mut [f32],
+    ) {
+        let k = keys.as_ptr().add(first * KEY_BLOCK * hd);
+        let mut acc = [[_mm512_setzero_ps(); N]; B];
+        for d in 0..hd {
+            let mut kd = [_mm512_setzero_ps(); B];
+            for (b, kd) in kd.iter_mut().enumerate() {
+                *kd = _mm512_loadu_ps(k.add(b * KEY_BLOCK * hd + d * KEY_BLOCK));
+            }
+            for h in 0..N {
+                let qd = _mm512_set1_ps(*q.as_ptr().add(h * hd + d));
+                for (a, kd) in acc.iter_mut().zip(kd) {
+                    a[h] = _mm512_fmadd_ps(qd, kd, a[h]);
+                }
+            }
+        }
+        for (b, acc) in acc.iter().enumerate() {
+            store_scores(acc, (first + b) * KEY_BLOCK, seen, scale, out);
         }
     }
 
