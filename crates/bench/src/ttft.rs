@@ -274,10 +274,10 @@ pub async fn run(args: TtftArgs) -> Result<()> {
         median(prompt_ratios),
         median(decode_ratios)
     );
+    let their_decode = median(their_decodes);
     println!(
-        "speculative decoding (the answers above, {spec_rate:.1} tokens/s) against llama.cpp's median round ({:.1} tokens/s): {:.2}",
-        median(their_decodes.clone()),
-        spec_rate / median(their_decodes)
+        "speculative decoding (the answers above, {spec_rate:.1} tokens/s) against llama.cpp's median round ({their_decode:.1} tokens/s): {:.2}",
+        spec_rate / their_decode
     );
     Ok(())
 }
