@@ -20,7 +20,7 @@ use candle_core::Tensor;
 use rayon::prelude::*;
 
 use crate::bert::BertModel;
-use crate::matmul::{Dense, Packed, PANEL};
+use quire_dense::{Dense, Packed, PANEL};
 
 struct Norm {
     weight: Vec<f32>,

@@ -5,8 +5,6 @@
 
 mod bert;
 mod fused;
-mod int8;
-mod matmul;
 
 use std::path::PathBuf;
 
@@ -50,7 +48,7 @@ impl ForwardPass {
 
     /// Whether this CPU runs `FusedInt8` in integers (else it runs as `Fused`).
     pub fn int8_available() -> bool {
-        int8::available()
+        quire_dense::int8::available()
     }
 }
 

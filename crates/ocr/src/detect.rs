@@ -8,10 +8,11 @@ use rten_tensor::NdTensor;
 use crate::Quad;
 
 /// The detector sees the page with its long side at most this many pixels (then rounded to a
-/// multiple of 32, as the network needs): a letter page at 300 dpi comes down to ~115 dpi. On
-/// the benchmark's scans 1,024, 1,280 and 1,536 read alike (2.42, 2.40, 2.44 % CER) and detection
-/// took 0.45, 0.68 and 1.0 s a page: 1,280 keeps a margin for small print.
-pub(crate) const DETECT_LONG_SIDE: f32 = 1280.0;
+/// multiple of 32, as the network needs): a letter page comes down to ~93 dpi. On the
+/// benchmark's scans (`quire bench ocr`) 1,024, 1,152 and 1,280 read alike (CER 2.34, 2.33 and
+/// 2.35 % at 150 dpi with noise, 2.35, 2.37 and 2.32 % at 300 dpi clean) and detection took 0.41,
+/// 0.55 and 0.66 s a page: detection is a third of a page's time, so the smallest.
+pub(crate) const DETECT_LONG_SIDE: f32 = 1024.0;
 /// A pixel is text where the map says more than this (PaddleOCR's `thresh`).
 const PIXEL_THRESHOLD: f32 = 0.3;
 /// A region is a line when its mean probability is at least this (PaddleOCR's `box_thresh`).

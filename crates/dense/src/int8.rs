@@ -42,7 +42,10 @@ pub struct Int8Weights {
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     wide: Vec<i16>,
     outputs: usize,
+    /// Inputs in whole blocks: the caller's rows of `given` values, the last block filled
+    /// out with zeros (zero weights there, so the padding adds nothing).
     inputs: usize,
+    given: usize,
 }
 
 /// The int8 kernels in use: those of the process's kernel set (`QUIRE_KERNELS` may ask for
@@ -77,12 +80,13 @@ impl Int8Weights {
         Int8Weights::quantized(weight, outputs, inputs, set == KernelSet::Avx2)
     }
 
-    /// The weights quantized whatever the CPU, where the shape fits the blocks; with the AVX2
-    /// kernel's words where `wide` asks for them.
-    fn quantized(weight: &[f32], outputs: usize, inputs: usize, wide: bool) -> Option<Int8Weights> {
-        if !outputs.is_multiple_of(PANEL) || !inputs.is_multiple_of(GROUP) {
+    /// The weights quantized whatever the CPU, where the outputs fill whole panels (any number
+    /// of inputs: the last block is padded); with the AVX2 kernel's words where `wide` asks.
+    fn quantized(weight: &[f32], outputs: usize, given: usize, wide: bool) -> Option<Int8Weights> {
+        if !outputs.is_multiple_of(PANEL) || given == 0 {
             return None;
         }
+        let inputs = given.next_multiple_of(GROUP);
         let blocks = inputs / GROUP;
         let mut packed = vec![0i8; outputs * inputs];
         let mut scale = vec![0f32; outputs * blocks];
@@ -92,7 +96,9 @@ impl Int8Weights {
         for o in 0..outputs {
             let (p, j) = (o / PANEL, o % PANEL);
             for b in 0..blocks {
-                let w = &weight[o * inputs + b * GROUP..][..GROUP];
+                let mut w = [0f32; GROUP];
+                let real = given.min((b + 1) * GROUP) - b * GROUP;
+                w[..real].copy_from_slice(&weight[o * given + b * GROUP..][..real]);
                 let largest = w.iter().fold(0f32, |m, v| m.max(v.abs()));
                 let s = largest / 127.0;
                 let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
@@ -112,7 +118,7 @@ impl Int8Weights {
                 sums[at] = sum;
             }
         }
-        Some(Int8Weights { packed, scale, scaled_sum, sum: sums, wide: words, outputs, inputs })
+        Some(Int8Weights { packed, scale, scaled_sum, sum: sums, wide: words, outputs, inputs, given })
     }
 
     /// `out[r] = input[r] · weightᵀ + bias` for `rows` rows, the work split over the thread pool.
@@ -123,12 +129,12 @@ impl Int8Weights {
 
     /// `forward` by the kernels of `set`, which this CPU must run.
     fn forward_by(&self, set: KernelSet, input: &[f32], rows: usize, bias: &[f32], out: &mut [f32]) {
-        let (n, k) = (self.outputs, self.inputs);
+        let (n, k) = (self.outputs, self.given);
         assert!(input.len() >= rows * k && out.len() >= rows * n && bias.len() >= n);
         input[..rows * k].par_chunks(TASK_ROWS * k).zip(out[..rows * n].par_chunks_mut(TASK_ROWS * n)).for_each_init(
             Quantized::default,
             |q, (input, out)| {
-                q.quantize(set, input, k);
+                q.quantize(set, input, k, self.inputs);
                 // SAFETY (each arm): `set` is one this CPU runs; `q` holds whole rows of `k`
                 // inputs and `out` the same rows of `n` outputs.
                 match set {
@@ -169,16 +175,30 @@ struct Quantized {
 }
 
 impl Quantized {
-    /// `input`'s rows of `k` quantized block by block, by `set`'s vector instructions where it
-    /// has them (the same bytes as `plain::quantize_block`).
-    fn quantize(&mut self, set: KernelSet, input: &[f32], k: usize) {
-        let (rows, blocks) = (input.len() / k, k / GROUP);
+    /// `input`'s rows of `given` values quantized block by block into rows of `k` bytes (a
+    /// whole number of blocks; a part block is filled out with zeros first), by `set`'s vector
+    /// instructions where it has them (the same bytes as `plain::quantize_block`).
+    fn quantize(&mut self, set: KernelSet, input: &[f32], given: usize, k: usize) {
+        let (rows, blocks) = (input.len() / given, k / GROUP);
         self.bytes.resize(rows * k, 0);
         self.scale.resize(rows * blocks, 0.0);
         self.low.resize(rows * blocks, 0.0);
         self.rows = rows;
-        let blocks = input.chunks_exact(GROUP).zip(self.bytes.chunks_exact_mut(GROUP));
-        for (i, (values, bytes)) in blocks.enumerate() {
+        let mut filled = [0f32; GROUP];
+        let values = input.chunks_exact(given).flat_map(|row| {
+            (0..blocks).map(move |b| {
+                let real = given.min((b + 1) * GROUP) - b * GROUP;
+                (&row[b * GROUP..][..real], real)
+            })
+        });
+        for (i, ((values, real), bytes)) in values.zip(self.bytes.chunks_exact_mut(GROUP)).enumerate() {
+            let values = if real == GROUP {
+                values
+            } else {
+                filled[..real].copy_from_slice(values);
+                filled[real..].fill(0.0);
+                &filled[..]
+            };
             let (s, low) = match set {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `set` is one this CPU runs; both blocks hold `GROUP` values.
@@ -690,6 +710,35 @@ mod neon {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_part_block_of_inputs_is_the_whole_block_filled_out_with_zeros() {
+        // 200 inputs: one whole block and 72 of the next. The same layer given 256 inputs, the
+        // last 56 weights and values zero, gives the same bits, by every kernel set this CPU
+        // runs (AVX2's words too) and by the plain arithmetic.
+        let (rows, k, n) = (37, 200usize, 64);
+        let wide = k.next_multiple_of(GROUP);
+        let value = |i: usize, salt: usize| (((i * 2654435761 + salt) % 1000) as f32 - 500.0) / 700.0;
+        let weight: Vec<f32> = (0..n * k).map(|i| value(i, 1)).collect();
+        let bias: Vec<f32> = (0..n).map(|i| value(i, 2)).collect();
+        let input: Vec<f32> = (0..rows * k).map(|i| value(i, 3)).collect();
+        let widen = |v: &[f32]| -> Vec<f32> {
+            v.chunks_exact(k).flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(0.0, wide - k))).collect()
+        };
+        let (part, whole) = (
+            Int8Weights::quantized(&weight, n, k, true).unwrap(),
+            Int8Weights::quantized(&widen(&weight), n, wide, true).unwrap(),
+        );
+        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let sets = KernelSet::runnable().into_iter().filter_map(kernels_of).chain([KernelSet::Portable]);
+        for set in sets {
+            let (mut out, mut expected) = (vec![f32::NAN; rows * n], vec![f32::NAN; rows * n]);
+            part.forward_by(set, &input, rows, &bias, &mut out);
+            whole.forward_by(set, &widen(&input), rows, &bias, &mut expected);
+            assert_eq!(bits(&out), bits(&expected), "{} int8 kernels", set.name());
+            assert!(out.iter().all(|v| v.is_finite()) && out.iter().any(|&v| v != 0.0));
+        }
+    }
 
     #[test]
     fn the_int8_layer_stays_close_to_the_exact_one() {

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use crate::int8::Int8Weights;
 
 /// Outputs per packed panel (two 16-lane registers).
-pub(crate) const PANEL: usize = 32;
+pub const PANEL: usize = 32;
 /// Rows per tile: 6 × 2 accumulators + 2 weight registers + 1 broadcast fit in AVX-512's 32
 /// registers with room for the loads ahead; 6 × 2 of 8 lanes in AVX2's 16; 6 × 4 of 4 lanes
 /// in NEON's 32.
@@ -30,7 +30,7 @@ const K_BLOCK: usize = 128;
 /// Weights `w(o, i)` of `outputs` × `inputs`, in panels of `PANEL` outputs (the last one
 /// padded with zeros), input-major inside a panel.
 #[derive(Default)]
-pub(crate) struct Packed {
+pub struct Packed {
     data: Vec<f32>,
     /// `outputs` rounded up to a whole panel.
     width: usize,
