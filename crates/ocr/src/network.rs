@@ -53,6 +53,49 @@ pub(crate) struct Recognizer {
     head: Layer,
 }
 
+/// Buffers reused between a line's layers, each thread its own. Every layer writes the whole
+/// of its output, so a reused buffer needs no clearing, where a fresh one costs zeroing and,
+/// when large, page faults: the two were 15 % of a line's time.
+mod spare {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static BUFFERS: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A buffer of `len` values, their contents left from earlier use: the caller writes each.
+    /// Every buffer's whole capacity is written when it is made (kept by `give`).
+    pub fn take(len: usize) -> Vec<f32> {
+        let found = BUFFERS.with(|b| {
+            let mut buffers = b.borrow_mut();
+            // The smallest that is long enough, else the longest (made anew).
+            let fits = (0..buffers.len()).filter(|&i| buffers[i].len() >= len).min_by_key(|&i| buffers[i].len());
+            let pick = fits.or_else(|| (0..buffers.len()).max_by_key(|&i| buffers[i].len()));
+            pick.map(|i| buffers.swap_remove(i))
+        });
+        let mut buffer = found.unwrap_or_default();
+        if buffer.len() < len {
+            buffer = Vec::with_capacity(len);
+            buffer.resize(buffer.capacity(), 0.0);
+        }
+        buffer.truncate(len);
+        buffer
+    }
+
+    /// A buffer from `take` back for the next one.
+    pub fn give(mut buffer: Vec<f32>) {
+        // SAFETY: the buffer came from `take`, which wrote its whole capacity when it made it;
+        // shortening it since left those values in place (f32s need no dropping).
+        unsafe { buffer.set_len(buffer.capacity()) };
+        BUFFERS.with(|b| {
+            let mut buffers = b.borrow_mut();
+            if buffers.len() < 12 {
+                buffers.push(buffer);
+            }
+        });
+    }
+}
+
 /// Pixels per band in a block's 1×1 layers and in the convolutions' patches: a band's hidden
 /// values (up to 768 channels) or patches stay in the core's cache.
 const BAND: usize = 256;
@@ -60,15 +103,19 @@ const BAND: usize = 256;
 /// Steps per task in the head: their scores (18,720 each) stay in the core's cache.
 const HEAD_STEPS: usize = 16;
 
-/// The index of the largest value (the first of equals).
+/// The index of the largest value (the first of equals): the largest found 16 lanes at a
+/// time (vectors), then its first place.
 fn largest(values: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &v) in values.iter().enumerate() {
-        if v > values[best] {
-            best = i;
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let chunks = values.chunks_exact(16);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = if v > *lane { v } else { *lane };
         }
     }
-    best
+    let top = lanes.iter().chain(tail).fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+    values.iter().position(|&v| v == top).unwrap_or(0)
 }
 
 /// A feature map, channels last: `data[(y * width + x) * channels + c]`.
@@ -112,7 +159,7 @@ impl Layer {
     /// `rows` rows of `inputs` values in, `rows` rows of `width` values out.
     fn forward_wide(&self, input: &[f32], rows: usize) -> Vec<f32> {
         debug_assert_eq!(input.len(), rows * self.inputs);
-        let mut out = vec![0f32; rows * self.width()];
+        let mut out = spare::take(rows * self.width());
         self.dense.forward(input, rows, &mut out, false);
         out
     }
@@ -122,17 +169,24 @@ impl Layer {
         if self.width() == self.outputs {
             self.dense.forward(input, rows, out, false);
         } else {
-            out.copy_from_slice(&self.forward(input, rows));
+            let values = self.forward(input, rows);
+            out.copy_from_slice(&values);
+            spare::give(values);
         }
     }
 
     /// `rows` rows of `inputs` values in, `rows` rows of `outputs` values out.
     fn forward(&self, input: &[f32], rows: usize) -> Vec<f32> {
-        let out = self.forward_wide(input, rows);
+        let wide = self.forward_wide(input, rows);
         if self.width() == self.outputs {
-            return out;
+            return wide;
         }
-        out.chunks_exact(self.width()).flat_map(|row| &row[..self.outputs]).copied().collect()
+        let mut out = spare::take(rows * self.outputs);
+        for (to, from) in out.chunks_exact_mut(self.outputs).zip(wide.chunks_exact(self.width())) {
+            to.copy_from_slice(&from[..self.outputs]);
+        }
+        spare::give(wide);
+        out
     }
 }
 
@@ -230,20 +284,29 @@ impl Recognizer {
     fn features(&self, input: &Map) -> Vec<f32> {
         let s = &self.stem;
         let a = relu(conv(&s.first, input));
-        let b = relu(conv(&s.right, &relu(conv(&s.left, &a))));
-        let joined = concat(&max_pool_2x2(&a), &b);
-        let mut x = relu(conv(&s.joined, &joined));
-        x = relu(pointwise(&s.widen, &x));
+        let left = relu(conv(&s.left, &a));
+        let b = relu(conv(&s.right, &left));
+        let pooled = max_pool_2x2(&a);
+        let joined = concat(&pooled, &b);
+        for map in [a, left, b, pooled] {
+            spare::give(map.data);
+        }
+        let x = relu(conv(&s.joined, &joined));
+        spare::give(joined.data);
+        let mut x = relu(pointwise_consuming(&s.widen, x));
         for block in &self.blocks {
             x = block.forward(x);
         }
-        self.neck.forward(&average_pool_3x2(&x))
+        let pooled = average_pool_3x2(&x);
+        spare::give(x.data);
+        self.neck.forward(&pooled)
     }
 }
 
 impl Block {
     fn forward(&self, input: Map) -> Map {
         let mut x = depthwise(&self.depthwise, &input);
+        spare::give(input.data);
         if let Some(e) = &self.excitation {
             let mut mean = vec![0f32; x.channels];
             for pixel in x.data.chunks_exact(x.channels) {
@@ -265,17 +328,19 @@ impl Block {
         // Up, GELU and down a band of pixels at a time: the band's hidden values (twice the
         // channels) stay in the core's cache instead of going out to memory and back.
         let channels = self.down.outputs;
-        let mut data = vec![0f32; x.pixels() * channels];
+        let mut data = spare::take(x.pixels() * channels);
         let bands = x.data.chunks(BAND * x.channels).zip(data.chunks_mut(BAND * channels));
         for (input, out) in bands {
             let rows = input.len() / x.channels;
             let mut hidden = self.up.forward(input, rows);
             rten_vecmath::Gelu {}.map_mut(&mut hidden);
             self.down.forward_into(&hidden, rows, out);
+            spare::give(hidden);
             if self.residual {
                 out.iter_mut().zip(input).for_each(|(o, v)| *o += *v);
             }
         }
+        spare::give(x.data);
         Map { height: x.height, width: x.width, channels, data }
     }
 }
@@ -398,6 +463,13 @@ fn swish(values: &mut [f32]) {
     rten_vecmath::Silu {}.map_mut(values);
 }
 
+/// `pointwise`, the input's buffer given back after.
+fn pointwise_consuming(layer: &Layer, input: Map) -> Map {
+    let out = pointwise(layer, &input);
+    spare::give(input.data);
+    out
+}
+
 fn pointwise(layer: &Layer, input: &Map) -> Map {
     Map {
         height: input.height,
@@ -419,7 +491,7 @@ fn conv(c: &Conv, input: &Map) -> Map {
     let height = output_size(input.height, kh, c.stride.0, top, bottom);
     let width = output_size(input.width, kw, c.stride.1, left, right);
     let (patch, channels) = (kh * kw * input.channels, c.layer.outputs);
-    let mut data = vec![0f32; height * width * channels];
+    let mut data = spare::take(height * width * channels);
     let mut patches = Vec::new();
     for (band, out) in data.chunks_mut(BAND * channels).enumerate() {
         let first = band * BAND;
@@ -444,35 +516,63 @@ fn conv(c: &Conv, input: &Map) -> Map {
     Map { height, width, channels, data }
 }
 
-/// A depthwise convolution. The input is first copied into a zero border as wide as the
-/// padding, so every output pixel reads the same taps; then each output pixel's channels go
-/// 16 at a time, every tap added into the 16 sums (fused multiply-adds: one rounding, the
-/// same on every CPU) before they are stored.
+/// A depthwise convolution. Rows above and below the map read a row of zeros; columns off
+/// its sides are left out of the pixels at the edges (`depthwise_edge_pixel`), so the pixels
+/// in between read every tap where it lies (`depthwise_pixel`).
 fn depthwise(d: &Depthwise, input: &Map) -> Map {
     let (kh, kw) = d.kernel;
     let [top, left, bottom, right] = d.pads;
     let channels = input.channels;
     let height = output_size(input.height, kh, d.stride.0, top, bottom);
     let width = output_size(input.width, kw, d.stride.1, left, right);
-    let padded_width = input.width + left + right;
-    let mut padded = vec![0f32; (input.height + top + bottom) * padded_width * channels];
-    for (y, row) in input.data.chunks_exact(input.width * channels).enumerate() {
-        padded[((y + top) * padded_width + left) * channels..][..row.len()].copy_from_slice(row);
-    }
-    let mut data = vec![0f32; height * width * channels];
+    assert!(d.stride.1 == 1 && left < kw && right < kw, "depthwise convolutions here step 1 across");
+    let mut zeros = spare::take(input.width * channels);
+    zeros.fill(0.0);
+    let mut data = spare::take(height * width * channels);
+    let mut rows: Vec<&[f32]> = Vec::with_capacity(kh);
     for (y, out_row) in data.chunks_exact_mut(width * channels).enumerate() {
-        let rows: Vec<&[f32]> = (0..kh)
-            .map(|ky| &padded[(y * d.stride.0 + ky) * padded_width * channels..][..padded_width * channels])
-            .collect();
+        rows.clear();
+        rows.extend((0..kh).map(|ky| match (y * d.stride.0 + ky).checked_sub(top).filter(|&iy| iy < input.height) {
+            Some(iy) => &input.data[iy * input.width * channels..][..input.width * channels],
+            None => &zeros[..],
+        }));
+        // Output x reads input columns x − left ..= x − left + kw − 1: all on the map for
+        // x in left ..= input width + left − kw.
+        let inside = left..(input.width + left + 1).saturating_sub(kw).max(left);
         for (x, out) in out_row.chunks_exact_mut(channels).enumerate() {
-            depthwise_pixel(d, &rows, x * d.stride.1, out);
+            if inside.contains(&x) {
+                depthwise_pixel(d, &rows, x - left, out);
+            } else {
+                depthwise_edge_pixel(d, &rows, x as isize - left as isize, input.width, out);
+            }
         }
     }
+    drop(rows);
+    spare::give(zeros);
     Map { height, width, channels, data }
 }
 
-/// One output pixel of a depthwise convolution, its taps read from the padded input's rows
-/// at column `x`. 3 × 3 kernels (the backbone's) go through all nine taps per channel in one
+/// A pixel at the edge of a depthwise convolution: its taps from column `x` (which may be
+/// off the map, as may the next ones) only where they lie on the map's `width` columns.
+fn depthwise_edge_pixel(d: &Depthwise, rows: &[&[f32]], x: isize, width: usize, out: &mut [f32]) {
+    let (c, kw) = (d.bias.len(), d.kernel.1);
+    out.copy_from_slice(&d.bias);
+    for (ky, row) in rows.iter().enumerate() {
+        for kx in 0..kw {
+            let column = x + kx as isize;
+            if column < 0 || column >= width as isize {
+                continue;
+            }
+            let (a, w) = (&row[column as usize * c..][..c], &d.weight[(ky * kw + kx) * c..][..c]);
+            for ((o, a), w) in out.iter_mut().zip(a).zip(w) {
+                *o = a.mul_add(*w, *o);
+            }
+        }
+    }
+}
+
+/// One output pixel of a depthwise convolution, its taps read from the rows at columns `x`
+/// onwards, all on the map. 3 × 3 kernels (the backbone's) go through all nine taps per channel in one
 /// run along the channels, so the compiler vectorizes across channels with nine independent
 /// values in flight; other kernels (the neck's 1 × 7) tap by tap.
 fn depthwise_pixel(d: &Depthwise, rows: &[&[f32]], x: usize, out: &mut [f32]) {
@@ -513,7 +613,8 @@ fn depthwise_pixel(d: &Depthwise, rows: &[&[f32]], x: usize, out: &mut [f32]) {
 /// 2×2 max pool, stride 1, padded at the bottom and right (`SAME_UPPER`): the same size out.
 fn max_pool_2x2(input: &Map) -> Map {
     let (h, w, c) = (input.height, input.width, input.channels);
-    let mut data = input.data.clone();
+    let mut data = spare::take(input.data.len());
+    data.copy_from_slice(&input.data);
     for y in 0..h {
         for x in 0..w {
             let out = &mut data[(y * w + x) * c..][..c];
@@ -549,10 +650,11 @@ fn average_pool_3x2(input: &Map) -> Map {
 
 fn concat(a: &Map, b: &Map) -> Map {
     let channels = a.channels + b.channels;
-    let mut data = Vec::with_capacity(a.pixels() * channels);
-    for (pa, pb) in a.data.chunks_exact(a.channels).zip(b.data.chunks_exact(b.channels)) {
-        data.extend_from_slice(pa);
-        data.extend_from_slice(pb);
+    let mut data = spare::take(a.pixels() * channels);
+    let pixels = a.data.chunks_exact(a.channels).zip(b.data.chunks_exact(b.channels));
+    for (out, (pa, pb)) in data.chunks_exact_mut(channels).zip(pixels) {
+        out[..a.channels].copy_from_slice(pa);
+        out[a.channels..].copy_from_slice(pb);
     }
     Map { height: a.height, width: a.width, channels, data }
 }
@@ -951,6 +1053,17 @@ mod tests {
             assert!(got.pixels() > BAND, "more than one band");
             assert_close(&got, &by_definition(&input, w, &bias, kernel, stride, pads, false));
         }
+    }
+
+    #[test]
+    fn the_largest_class_is_the_first_of_the_largest() {
+        let mut scores: Vec<f32> = (0..18_710).map(|i| value(i, 7)).collect();
+        assert_eq!(largest(&scores), (0..scores.len()).fold(0, |b, i| if scores[i] > scores[b] { i } else { b }));
+        scores[18_705] = 5.0;
+        scores[40] = 5.0;
+        assert_eq!(largest(&scores), 40);
+        assert_eq!(largest(&scores[41..]), 18_705 - 41);
+        assert_eq!(largest(&[f32::NEG_INFINITY; 3]), 0);
     }
 
     #[test]
