@@ -6,8 +6,8 @@
 //! From a PDF page, the images it draws are decoded: JPEG (DCTDecode), Flate/LZW or raw samples
 //! (gray, RGB or CMYK, 8 bits; 1-bit gray), CCITT fax group 4. JPEG 2000 (JPXDecode) and JBIG2
 //! are not decoded, and a page whose text is drawn as vector shapes is not rendered: such
-//! pages are reported unreadable, with the reason. A page's `/Rotate` is applied to its scan; a
-//! turn in the matrix that places the image is not.
+//! pages are reported unreadable, with the reason. A page's `/Rotate` is applied to its scan,
+//! and so is a turn in the matrix that places the image (where the page draws it itself).
 
 use std::io::Cursor;
 use std::sync::OnceLock;
@@ -148,14 +148,61 @@ pub(crate) fn pdf_page_text(doc: &Document, page: ObjectId, at: (u32, u32)) -> R
     let Some(stream) = largest_image(doc, page) else { return Ok(None) };
     let image = decode_pdf_image(doc, stream)?;
     // Shown as the page is shown: a scanner that finds a page fed sideways or upside down turns
-    // it with `/Rotate` and leaves the pixels as they came (the detector reads upright lines).
-    let image = match page_rotation(doc, page) {
+    // it with `/Rotate`, or draws the pixels turned by the matrix that places them, and leaves
+    // the pixels as they came (the detector reads upright lines).
+    let image = match (placement_turn(doc, page, stream) + page_rotation(doc, page)) % 360 {
         90 => image.rotate90(),
         180 => image.rotate180(),
         270 => image.rotate270(),
         _ => image,
     };
     read(&image, at).map(Some)
+}
+
+/// How far the page's content turns `image` where it draws it, in clockwise degrees 0, 90,
+/// 180 or 270: the direction of the image's rows under the transformation matrix at its `Do`
+/// (`q`, `Q` and `cm` followed). 0 when the page does not draw it by name itself (it is inside
+/// a form) or its content cannot be read.
+fn placement_turn(doc: &Document, page: ObjectId, image: &Stream) -> i64 {
+    let Ok((Some(resources), _)) = doc.get_page_resources(page) else { return 0 };
+    let Ok(xobjects) = resources.get(b"XObject").and_then(|o| resolve(doc, o)).and_then(Object::as_dict) else {
+        return 0;
+    };
+    let Ok(content) = doc.get_and_decode_page_content(page) else { return 0 };
+    // The linear part of the matrix, [a b c d]: enough for a turn.
+    let mut matrix = [1f32, 0.0, 0.0, 1.0];
+    let mut saved = Vec::new();
+    for operation in &content.operations {
+        match operation.operator.as_str() {
+            "q" => saved.push(matrix),
+            "Q" => matrix = saved.pop().unwrap_or([1.0, 0.0, 0.0, 1.0]),
+            "cm" => {
+                let m: Vec<f32> = operation.operands.iter().filter_map(|o| o.as_float().ok()).collect();
+                if let [a, b, c, d, ..] = m[..] {
+                    // The new matrix is m × the current one.
+                    let [e, f, g, h] = matrix;
+                    matrix = [a * e + b * g, a * f + b * h, c * e + d * g, c * f + d * h];
+                }
+            }
+            "Do" => {
+                let drawn =
+                    operation.operands.first().and_then(|o| o.as_name().ok()).and_then(|name| xobjects.get(name).ok());
+                if drawn
+                    .and_then(|o| resolve(doc, o).ok())
+                    .and_then(|o| o.as_stream().ok())
+                    .is_some_and(|s| std::ptr::eq(s, image))
+                {
+                    // The image's rows run along (a, b) on the page (y up): their angle
+                    // counter-clockwise, turned back clockwise.
+                    let counter_clockwise = matrix[1].atan2(matrix[0]).to_degrees();
+                    let quarter = (counter_clockwise / 90.0).round() as i64;
+                    return (-quarter * 90).rem_euclid(360);
+                }
+            }
+            _ => {}
+        }
+    }
+    0
 }
 
 /// The page's `/Rotate` (its own or inherited from the page tree), in clockwise degrees 0, 90,
@@ -173,27 +220,51 @@ fn page_rotation(doc: &Document, page: ObjectId) -> i64 {
     0
 }
 
-/// The page's largest image XObject of at least `MIN_SCAN_SIDE` pixels a side.
+/// The page's largest image XObject of at least `MIN_SCAN_SIDE` pixels a side: drawn by the
+/// page itself or inside a form XObject it draws (as some scanning and editing software wraps
+/// a scan), forms within forms to a depth of `MAX_FORM_DEPTH`.
 fn largest_image(doc: &Document, page: ObjectId) -> Option<&Stream> {
     let (own, inherited) = doc.get_page_resources(page).ok()?;
     let resources = own.into_iter().chain(inherited.iter().filter_map(|id| doc.get_dictionary(*id).ok()));
     let mut best: Option<(i64, &Stream)> = None;
     for dict in resources {
-        let Ok(xobjects) = dict.get(b"XObject").and_then(|o| resolve(doc, o)).and_then(Object::as_dict) else {
-            continue;
-        };
-        for (_, object) in xobjects.iter() {
-            let Ok(stream) = resolve(doc, object).and_then(Object::as_stream) else { continue };
-            if stream.dict.get(b"Subtype").and_then(Object::as_name).ok() != Some(b"Image") {
-                continue;
-            }
-            let (w, h) = (int(doc, &stream.dict, b"Width"), int(doc, &stream.dict, b"Height"));
-            if w.min(h) >= MIN_SCAN_SIDE && best.is_none_or(|(area, _)| w * h > area) {
-                best = Some((w * h, stream));
-            }
-        }
+        largest_image_in(doc, dict, 0, &mut best);
     }
     best.map(|(_, stream)| stream)
+}
+
+/// How deep forms inside forms are looked into (a loop of forms in a damaged file ends here).
+const MAX_FORM_DEPTH: usize = 4;
+
+/// The largest image among the XObjects of `resources` and of the forms among them, kept in
+/// `best` with its area.
+fn largest_image_in<'a>(
+    doc: &'a Document,
+    resources: &'a Dictionary,
+    depth: usize,
+    best: &mut Option<(i64, &'a Stream)>,
+) {
+    let Ok(xobjects) = resources.get(b"XObject").and_then(|o| resolve(doc, o)).and_then(Object::as_dict) else {
+        return;
+    };
+    for (_, object) in xobjects.iter() {
+        let Ok(stream) = resolve(doc, object).and_then(Object::as_stream) else { continue };
+        match stream.dict.get(b"Subtype").and_then(Object::as_name).ok() {
+            Some(b"Image") => {
+                let (w, h) = (int(doc, &stream.dict, b"Width"), int(doc, &stream.dict, b"Height"));
+                if w.min(h) >= MIN_SCAN_SIDE && best.is_none_or(|(area, _)| w * h > area) {
+                    *best = Some((w * h, stream));
+                }
+            }
+            Some(b"Form") if depth < MAX_FORM_DEPTH => {
+                if let Ok(inner) = stream.dict.get(b"Resources").and_then(|o| resolve(doc, o)).and_then(Object::as_dict)
+                {
+                    largest_image_in(doc, inner, depth + 1, best);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn resolve<'a>(doc: &'a Document, object: &'a Object) -> Result<&'a Object, pdf_extract::Error> {

@@ -69,6 +69,29 @@ fn a_black_and_white_fax_coded_scan_is_read() {
 }
 
 #[test]
+fn a_page_drawn_turned_by_its_matrix_is_read_as_shown() {
+    ocr_installed();
+    // The pixels lie on their side and the page's content turns them upright where it draws
+    // them (no `/Rotate`), as phone scanning apps write pages.
+    let pdf = quire_testkit::scanned_pdf_as(1, quire_testkit::ScanStorage::JpegTurnedByMatrix);
+    let doc = load_bytes(Path::new("turned.pdf"), DocKind::Pdf, &pdf).unwrap();
+    let text = &doc.pages[0].text;
+    assert!(text.contains("The Larkspur LX-40 heat pump is covered by a warranty of seven years"), "{text}");
+}
+
+#[test]
+fn a_scan_drawn_inside_a_form_is_read() {
+    ocr_installed();
+    // The middle page's scan is drawn by a form XObject the page draws, not by the page.
+    use quire_testkit::ScanStorage::{Jpeg, JpegInForm};
+    let pdf = quire_testkit::scanned_pdf_of(&[Jpeg, JpegInForm, Jpeg]);
+    let doc = load_bytes(Path::new("wrapped.pdf"), DocKind::Pdf, &pdf).unwrap();
+    assert!(doc.unreadable_pages.is_empty(), "{:?}", doc.unreadable_pages);
+    assert_eq!(doc.pages.iter().map(|p| p.number).collect::<Vec<_>>(), [Some(1), Some(2), Some(3)]);
+    assert!(doc.pages[1].text.contains("twelve years when the unit is serviced once a year"), "{:?}", doc.pages[1]);
+}
+
+#[test]
 fn every_page_of_a_multi_page_tiff_is_read() {
     ocr_installed();
     let doc = load_bytes(Path::new("scan.tif"), DocKind::Image, &quire_testkit::scanned_tiff(3)).unwrap();

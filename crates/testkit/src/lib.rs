@@ -196,6 +196,12 @@ pub enum ScanStorage {
     JpegSideways,
     /// Claims to be JPEG 2000 (JPXDecode), which Quire does not decode.
     Jpeg2000,
+    /// Gray JPEG stored on its side, drawn upright by the matrix that places it (`cm`), as phone
+    /// scanning apps do, not by `/Rotate`.
+    JpegTurnedByMatrix,
+    /// Gray JPEG drawn by a form XObject that the page draws (as some scanning and editing
+    /// software wraps a scan), not by the page itself.
+    JpegInForm,
 }
 
 /// A PDF of scanned pages: each page the scan above and no text layer, as a scanner makes them.
@@ -268,8 +274,10 @@ pub fn scanned_pdf_of(pages: &[ScanStorage]) -> Vec<u8> {
     // 1240 × 760 pixels at 150 dpi, in points.
     let (pixels_wide, pixels_high) = (1240, 760);
     let (width, height) = (595.2, 364.8);
-    // Per page three objects from 3 on: its image, the page, its content.
+    // Per page three objects from 3 on: its image (or the form that draws it), the page, its
+    // content; the images of forms after all the pages.
     let kids: Vec<String> = (0..pages.len()).map(|i| format!("{} 0 R", 4 + 3 * i)).collect();
+    let mut drawn_by_forms = Vec::new();
     let mut objects = vec![
         b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
         format!("<< /Type /Pages /Kids [{}] /Count {} >>", kids.join(" "), pages.len()).into_bytes(),
@@ -277,7 +285,9 @@ pub fn scanned_pdf_of(pages: &[ScanStorage]) -> Vec<u8> {
     for (i, &storage) in pages.iter().enumerate() {
         let gray_jpeg = |w: u32, h: u32| format!("/Width {w} /Height {h} /BitsPerComponent 8 /Filter /DCTDecode");
         let (data, format) = match storage {
-            ScanStorage::Jpeg => (scanned_page_jpeg().to_vec(), gray_jpeg(pixels_wide, pixels_high)),
+            ScanStorage::Jpeg | ScanStorage::JpegInForm => {
+                (scanned_page_jpeg().to_vec(), gray_jpeg(pixels_wide, pixels_high))
+            }
             ScanStorage::FaxGroup4 => (
                 fax_group_4(pixels_wide, pixels_high),
                 format!(
@@ -285,7 +295,9 @@ pub fn scanned_pdf_of(pages: &[ScanStorage]) -> Vec<u8> {
                      /DecodeParms << /K -1 /Columns {pixels_wide} /Rows {pixels_high} >>"
                 ),
             ),
-            ScanStorage::JpegSideways => (sideways_jpeg(), gray_jpeg(pixels_high, pixels_wide)),
+            ScanStorage::JpegSideways | ScanStorage::JpegTurnedByMatrix => {
+                (sideways_jpeg(), gray_jpeg(pixels_high, pixels_wide))
+            }
             ScanStorage::Jpeg2000 => (
                 b"\0\0\0\x0cjP  \r\n\x87\n not really".to_vec(),
                 format!("/Width {pixels_wide} /Height {pixels_high} /BitsPerComponent 8 /Filter /JPXDecode"),
@@ -298,11 +310,31 @@ pub fn scanned_pdf_of(pages: &[ScanStorage]) -> Vec<u8> {
         .into_bytes();
         image.extend_from_slice(&data);
         image.extend_from_slice(b"\nendstream");
-        objects.push(image);
+        if storage == ScanStorage::JpegInForm {
+            let number = 3 + 3 * pages.len() + drawn_by_forms.len();
+            drawn_by_forms.push(image);
+            let draw = "q 1 0 0 1 0 0 cm /Picture Do Q";
+            objects.push(
+                format!(
+                    "<< /Type /XObject /Subtype /Form /BBox [0 0 1 1] \
+                     /Resources << /XObject << /Picture {number} 0 R >> >> /Length {} >>\nstream\n{draw}\nendstream",
+                    draw.len()
+                )
+                .into_bytes(),
+            );
+        } else {
+            objects.push(image);
+        }
         // A sideways page is as tall as the others are wide, and shown turned.
         let (box_wide, box_high, turn) =
             if storage == ScanStorage::JpegSideways { (height, width, " /Rotate 90") } else { (width, height, "") };
-        let draw = format!("q {box_wide} 0 0 {box_high} 0 0 cm /Scan Do Q");
+        let draw = if storage == ScanStorage::JpegTurnedByMatrix {
+            // The image's rows run down the page and its columns across: turned a quarter
+            // clockwise, filling the page (the unit square's corner (0, 0) at the top left).
+            format!("q 0 -{box_high} {box_wide} 0 0 {box_high} cm /Scan Do Q")
+        } else {
+            format!("q {box_wide} 0 0 {box_high} 0 0 cm /Scan Do Q")
+        };
         objects.push(
             format!(
                 "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {box_wide} {box_high}]{turn} \
@@ -314,6 +346,7 @@ pub fn scanned_pdf_of(pages: &[ScanStorage]) -> Vec<u8> {
         );
         objects.push(format!("<< /Length {} >>\nstream\n{draw}\nendstream", draw.len()).into_bytes());
     }
+    objects.extend(drawn_by_forms);
     pdf_file(&objects, "")
 }
 
