@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Makes crates/testkit/fixtures/scanned-page.jpg: a page of text written for Quire's tests,
-drawn at 150 dpi with DejaVu Serif, turned 1.5 degrees, with light noise, JPEG at quality 60 (a scan's look).
-Run once by hand (needs Pillow and numpy, and Debian's fonts-dejavu); the JPEG is committed."""
+drawn at 150 dpi with DejaVu Serif, turned 1.5 degrees, with light noise, JPEG at quality 60 (a scan's look);
+and scanned-page.jp2, that JPEG's pixels as JPEG 2000 (irreversible, 20:1; Pillow built with OpenJPEG).
+Run once by hand (needs Pillow and numpy, and Debian's fonts-dejavu); both files are committed."""
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
@@ -27,3 +28,5 @@ for text, size in LINES:
 page = page.rotate(1.5, resample=Image.BICUBIC, fillcolor=255)
 noisy = np.asarray(page).astype(np.float32) + np.random.default_rng(1).normal(0, 8, (page.size[1], page.size[0]))
 Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8)).save("crates/testkit/fixtures/scanned-page.jpg", quality=60)
+Image.open("crates/testkit/fixtures/scanned-page.jpg").convert("L").save(
+    "crates/testkit/fixtures/scanned-page.jp2", quality_mode="rates", quality_layers=[20], irreversible=True)

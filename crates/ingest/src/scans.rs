@@ -4,9 +4,9 @@
 //! loaded once per process, at the first scanned page (a loader worker reads one file).
 //!
 //! From a PDF page, the images it draws are decoded: JPEG (DCTDecode), Flate/LZW or raw samples
-//! (gray, RGB or CMYK, 8 bits; 1-bit gray), CCITT fax group 4. JPEG 2000 (JPXDecode) and JBIG2
-//! are not decoded, and a page whose text is drawn as vector shapes is not rendered: such
-//! pages are reported unreadable, with the reason. A page's `/Rotate` is applied to its scan,
+//! (gray, RGB or CMYK, 8 bits; 1-bit gray), CCITT fax group 4, JBIG2 (with its shared
+//! segments) and JPEG 2000 (hayro's pure-Rust decoders). A page whose text is drawn as vector
+//! shapes is not rendered: such pages are reported unreadable, with the reason. A page's `/Rotate` is applied to its scan,
 //! and so is a turn in the matrix that places the image (where the page draws it itself).
 
 use std::io::Cursor;
@@ -297,15 +297,97 @@ fn decode_pdf_image(doc: &Document, stream: &Stream) -> Result<DynamicImage, Loa
     let last = filters.last().map(Vec::as_slice);
     match last {
         Some(b"DCTDecode") if filters.len() == 1 => decode_image(&stream.content, Some(image::ImageFormat::Jpeg)),
-        Some(b"JPXDecode") => Err(unsupported("JPEG 2000")),
-        Some(b"JBIG2Decode") => Err(unsupported("JBIG2")),
+        Some(b"JPXDecode") if filters.len() == 1 => jpeg_2000_image(&stream.content),
+        Some(b"JBIG2Decode") if filters.len() == 1 => jbig2_image(doc, dict, &stream.content),
         Some(b"CCITTFaxDecode") if filters.len() == 1 => fax_image(doc, dict, &stream.content, width, height),
-        Some(b"DCTDecode" | b"CCITTFaxDecode") => Err(unsupported("a filter chain")),
+        Some(b"DCTDecode" | b"CCITTFaxDecode" | b"JPXDecode" | b"JBIG2Decode") => Err(unsupported("a filter chain")),
         _ => {
             let samples = stream.decompressed_content().map_err(|e| LoadError::Image(e.to_string()))?;
             raw_image(doc, dict, samples, width as u32, height as u32)
         }
     }
+}
+
+/// A JPEG 2000 image (JPXDecode: a JP2 file or a bare codestream), gray, RGB or CMYK, its
+/// declared size checked before it is decoded.
+fn jpeg_2000_image(data: &[u8]) -> Result<DynamicImage, LoadError> {
+    let damaged =
+        |e: hayro_jpeg2000::DecodeError| LoadError::Image(format!("the page's JPEG 2000 image is damaged ({e})"));
+    let jpx = hayro_jpeg2000::Image::new(data, &hayro_jpeg2000::DecodeSettings::default()).map_err(damaged)?;
+    let (width, height) = (jpx.width(), jpx.height());
+    if width as u64 * height as u64 > MAX_IMAGE_PIXELS {
+        return Err(LoadError::Image(format!("the page's image is {width}×{height} pixels")));
+    }
+    let channels = jpx.color_space().num_channels() as usize + usize::from(jpx.has_alpha());
+    let mut context = hayro_jpeg2000::DecoderContext::default();
+    let samples = jpx.decode(&mut context).map_err(damaged)?.data_u8();
+    let image = match channels {
+        1 | 2 => {
+            image::GrayImage::from_fn(width, height, |x, y| image::Luma([samples[(y * width + x) as usize * channels]]))
+                .into()
+        }
+        3 | 4 if !matches!(jpx.color_space(), hayro_jpeg2000::ColorSpace::CMYK) => {
+            image::RgbImage::from_fn(width, height, |x, y| {
+                let at = (y * width + x) as usize * channels;
+                image::Rgb([samples[at], samples[at + 1], samples[at + 2]])
+            })
+            .into()
+        }
+        4 | 5 => image::GrayImage::from_fn(width, height, |x, y| {
+            // CMYK as the gray the ink leaves.
+            let at = (y * width + x) as usize * channels;
+            let ink =
+                (samples[at] as u32 + samples[at + 1] as u32 + samples[at + 2] as u32) / 3 + samples[at + 3] as u32;
+            image::Luma([255u32.saturating_sub(ink) as u8])
+        })
+        .into(),
+        _ => return Err(LoadError::Image(format!("the page's JPEG 2000 image has {channels} channels"))),
+    };
+    Ok(image)
+}
+
+/// A JBIG2 image (JBIG2Decode, embedded: the page's segments, with the shared ones of its
+/// `/JBIG2Globals`), black and white, its declared size checked before it is decoded.
+fn jbig2_image(doc: &Document, dict: &Dictionary, data: &[u8]) -> Result<DynamicImage, LoadError> {
+    let damaged = |e: hayro_jbig2::DecodeError| LoadError::Image(format!("the page's JBIG2 image is damaged ({e})"));
+    let settings = hayro_jbig2::DecodeSettings::default();
+    let globals = dict
+        .get(b"DecodeParms")
+        .and_then(|o| resolve(doc, o))
+        .and_then(Object::as_dict)
+        .and_then(|parms| parms.get(b"JBIG2Globals"))
+        .and_then(|o| resolve(doc, o))
+        .and_then(Object::as_stream)
+        .ok()
+        .map(|stream| stream.decompressed_content().unwrap_or_else(|_| stream.content.clone()));
+    let globals = globals.map(|g| hayro_jbig2::Globals::new(&g, &settings)).transpose().map_err(damaged)?;
+    let page = hayro_jbig2::Page::new_embedded(data, globals.as_ref(), &settings).map_err(damaged)?;
+    let (width, height) = (page.width(), page.height());
+    if width as u64 * height as u64 > MAX_IMAGE_PIXELS {
+        return Err(LoadError::Image(format!("the page's image is {width}×{height} pixels")));
+    }
+    let mut pixels = Bilevel { gray: Vec::with_capacity(width as usize * height as usize) };
+    page.decode(&mut pixels).map_err(damaged)?;
+    pixels.gray.resize(width as usize * height as usize, 255);
+    Ok(image::GrayImage::from_raw(width, height, pixels.gray).expect("the buffer holds the page").into())
+}
+
+/// JBIG2's pixels as gray bytes: black 0, white 255.
+struct Bilevel {
+    gray: Vec<u8>,
+}
+
+impl hayro_jbig2::Decoder for Bilevel {
+    fn push_pixel(&mut self, black: bool) {
+        self.gray.push(if black { 0 } else { 255 });
+    }
+
+    fn push_pixel_chunk(&mut self, black: bool, chunk_count: u32) {
+        let value = if black { 0 } else { 255 };
+        self.gray.extend(std::iter::repeat_n(value, 8 * chunk_count as usize));
+    }
+
+    fn next_line(&mut self) {}
 }
 
 /// Raw samples: 8-bit gray, RGB or CMYK, or 1-bit gray (1 is white unless `/Decode [1 0]`).

@@ -125,26 +125,43 @@ fn a_page_scanned_sideways_is_read_as_its_rotate_shows_it() {
 }
 
 #[test]
-fn a_page_that_cannot_be_read_is_named_with_its_reason() {
-    use quire_testkit::ScanStorage::{Jpeg, Jpeg2000};
+fn jpeg_2000_and_jbig2_scans_are_read() {
+    use quire_testkit::ScanStorage::{Jbig2, Jpeg2000};
     ocr_installed();
-    let doc = load_bytes(Path::new("mixed.pdf"), DocKind::Pdf, &quire_testkit::scanned_pdf_of(&[Jpeg, Jpeg2000, Jpeg]))
-        .unwrap();
+    let doc =
+        load_bytes(Path::new("stored.pdf"), DocKind::Pdf, &quire_testkit::scanned_pdf_of(&[Jpeg2000, Jbig2])).unwrap();
+    assert!(doc.unreadable_pages.is_empty(), "{:?}", doc.unreadable_pages);
+    for page in &doc.pages {
+        assert!(page.text.contains("The Larkspur LX-40 heat pump is covered by a warranty"), "{page:?}");
+        assert!(page.text.contains("0800 555 0199"), "{page:?}");
+    }
+}
+
+#[test]
+fn a_page_that_cannot_be_read_is_named_with_its_reason() {
+    use quire_testkit::ScanStorage::{DamagedJpeg2000, Jpeg};
+    ocr_installed();
+    let doc = load_bytes(
+        Path::new("mixed.pdf"),
+        DocKind::Pdf,
+        &quire_testkit::scanned_pdf_of(&[Jpeg, DamagedJpeg2000, Jpeg]),
+    )
+    .unwrap();
     assert!(doc.pages[0].text.contains("0800 555 0199") && doc.pages[2].text.contains("0800 555 0199"), "{doc:?}");
     assert_eq!(doc.pages[1].text, "");
     assert_eq!(
         doc.unreadable_pages,
         [quire_ingest::UnreadablePage {
             page: 2,
-            reason: "the image cannot be read: the page is a scan stored as JPEG 2000, which Quire cannot decode"
-                .into()
+            reason: "the image cannot be read: the page's JPEG 2000 image is damaged (invalid JP2 file type)".into()
         }]
     );
     // When no page can be read, the file fails with the first page's reason, not "no text".
-    let err = load_bytes(Path::new("jpx.pdf"), DocKind::Pdf, &quire_testkit::scanned_pdf_as(2, Jpeg2000)).unwrap_err();
+    let err =
+        load_bytes(Path::new("jpx.pdf"), DocKind::Pdf, &quire_testkit::scanned_pdf_as(2, DamagedJpeg2000)).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "no page of the PDF could be read (page 1: the image cannot be read: the page is a scan stored as JPEG \
-         2000, which Quire cannot decode)"
+        "no page of the PDF could be read (page 1: the image cannot be read: the page's JPEG 2000 image is \
+         damaged (invalid JP2 file type))"
     );
 }

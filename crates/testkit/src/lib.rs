@@ -194,8 +194,13 @@ pub enum ScanStorage {
     /// Gray JPEG stored on its side (the page fed sideways), the page's `/Rotate 90` turning it
     /// upright for display, as scanners that detect orientation do.
     JpegSideways,
-    /// Claims to be JPEG 2000 (JPXDecode), which Quire does not decode.
+    /// Gray JPEG 2000 (JPXDecode, a JP2 file), as archives and some scanners store pages.
     Jpeg2000,
+    /// Black and white JBIG2 (JBIG2Decode, embedded: a page information segment and one
+    /// generic region, MMR coded), what office scanners make of a black-and-white page.
+    Jbig2,
+    /// Claims to be JPEG 2000 and holds no such thing: a page that cannot be read.
+    DamagedJpeg2000,
     /// Gray JPEG stored on its side, drawn upright by the matrix that places it (`cm`), as phone
     /// scanning apps do, not by `/Rotate`.
     JpegTurnedByMatrix,
@@ -219,6 +224,35 @@ fn fax_group_4(width: u32, height: u32) -> Vec<u8> {
         encoder.encode_line(pels, width as u16).unwrap();
     }
     encoder.finish().unwrap().finish()
+}
+
+/// The scan in black and white as a JBIG2 stream in PDF's embedded organization (ITU-T T.88
+/// annex D.3): a page information segment, then an immediate lossless generic region of the
+/// whole page coded by MMR (CCITT group 4's code, black runs 1).
+fn jbig2_generic_region(width: u32, height: u32) -> Vec<u8> {
+    let segment = |number: u32, kind: u8, data: &[u8]| {
+        let mut out = number.to_be_bytes().to_vec();
+        // Type (1-byte page association), no referred-to segments, page 1, the data's length.
+        out.extend_from_slice(&[kind, 0, 1]);
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        out.extend_from_slice(data);
+        out
+    };
+    let mut page = Vec::new();
+    for v in [width, height, 0, 0] {
+        page.extend_from_slice(&v.to_be_bytes()); // size, then resolution unknown
+    }
+    page.extend_from_slice(&[0, 0, 0]); // white page, no striping
+    let mut region = Vec::new();
+    for v in [width, height, 0, 0] {
+        region.extend_from_slice(&v.to_be_bytes()); // size, at the page's origin
+    }
+    region.push(0); // combined by OR
+    region.push(1); // MMR
+    region.extend(fax_group_4(width, height));
+    let mut stream = segment(0, 48, &page);
+    stream.extend(segment(1, 39, &region));
+    stream
 }
 
 /// A PNG whose header claims `width` × `height` gray pixels and whose data holds next to none:
@@ -299,6 +333,14 @@ pub fn scanned_pdf_of(pages: &[ScanStorage]) -> Vec<u8> {
                 (sideways_jpeg(), gray_jpeg(pixels_high, pixels_wide))
             }
             ScanStorage::Jpeg2000 => (
+                include_bytes!("../fixtures/scanned-page.jp2").to_vec(),
+                format!("/Width {pixels_wide} /Height {pixels_high} /BitsPerComponent 8 /Filter /JPXDecode"),
+            ),
+            ScanStorage::Jbig2 => (
+                jbig2_generic_region(pixels_wide, pixels_high),
+                format!("/Width {pixels_wide} /Height {pixels_high} /BitsPerComponent 1 /Filter /JBIG2Decode"),
+            ),
+            ScanStorage::DamagedJpeg2000 => (
                 b"\0\0\0\x0cjP  \r\n\x87\n not really".to_vec(),
                 format!("/Width {pixels_wide} /Height {pixels_high} /BitsPerComponent 8 /Filter /JPXDecode"),
             ),
