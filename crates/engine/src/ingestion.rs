@@ -597,7 +597,7 @@ fn read_and_chunk(
         Err(e) => return done(Loaded::Failed { reason: LoadError::from(e).to_string(), lasting: None }, t),
     };
     let modified_ms = meta.modified().ok().map(millis).unwrap_or(0);
-    let stamp = FileStamp { bytes: meta.len(), modified_ms };
+    let stamp = FileStamp::new(meta.len(), modified_ms);
     let failed = |e: LoadError| Loaded::Failed { reason: e.to_string(), lasting: e.is_lasting().then_some(stamp) };
     let same_as = |bytes: u64, modified: i64, seen_at_ms: i64| {
         modified_ms != 0
@@ -611,7 +611,7 @@ fn read_and_chunk(
         }
     }
     if let Some(job) = failed_before {
-        if job.lasting.is_some_and(|f| same_as(f.bytes, f.modified_ms, job.at_ms)) {
+        if job.lasting.is_some_and(|f| f.by_these_readers() && same_as(f.bytes, f.modified_ms, job.at_ms)) {
             return done(Loaded::Failed { reason: job.reason.unwrap_or_default(), lasting: job.lasting }, t);
         }
     }

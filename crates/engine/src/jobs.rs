@@ -50,13 +50,28 @@ pub struct Job {
     pub lasting: Option<FileStamp>,
 }
 
-/// A file's size and modification time.
+/// A file's size and modification time, and the loaders that read it then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
 pub struct FileStamp {
     #[ts(type = "number")]
     pub bytes: u64,
     #[ts(type = "number")]
     pub modified_ms: i64,
+    /// `quire_ingest::READERS_VERSION` when it was read (0 in stamps made before it was kept).
+    #[serde(default)]
+    pub readers: u32,
+}
+
+impl FileStamp {
+    pub fn new(bytes: u64, modified_ms: i64) -> FileStamp {
+        FileStamp { bytes, modified_ms, readers: quire_ingest::READERS_VERSION }
+    }
+
+    /// Whether the loaders that read the file then are today's: a failure found by older ones
+    /// is not trusted (a scan they could not decode may be readable now).
+    pub fn by_these_readers(&self) -> bool {
+        self.readers == quire_ingest::READERS_VERSION
+    }
 }
 
 /// A file's end in a run, to be written to the queue.
@@ -218,6 +233,21 @@ fn job(path: &Path, state: JobState, reason: Option<String>) -> Job {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_failure_stamped_by_older_loaders_is_not_trusted() {
+        // A line written before the loaders' version was kept, then one written now.
+        let old: Job = serde_json::from_str(
+            r#"{"path":"/scan.pdf","state":"failed","reason":"JPEG 2000","at_ms":9,"lasting":{"bytes":10,"modified_ms":5}}"#,
+        )
+        .unwrap();
+        assert!(!old.lasting.unwrap().by_these_readers());
+        let now = FileStamp::new(10, 5);
+        assert!(now.by_these_readers());
+        let kept: Job =
+            serde_json::from_str(&serde_json::to_string(&Job { lasting: Some(now), ..old.clone() }).unwrap()).unwrap();
+        assert_eq!(kept.lasting, Some(now));
+    }
 
     #[test]
     fn pending_survives_reopening_and_a_torn_last_line() {

@@ -12,7 +12,7 @@ mod scans;
 
 pub use chunker::{Chunk, Chunker, CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS, MAX_CHUNK_BYTES};
 pub use error::{LoadError, NEEDS_OCR};
-pub use limits::{MAX_ARCHIVE_TEXT_BYTES, MAX_ENTRY_BYTES, MAX_FILE_BYTES};
+pub use limits::{MAX_ARCHIVE_TEXT_BYTES, MAX_ENTRY_BYTES, MAX_FILE_BYTES, READERS_VERSION};
 pub use loaders::{
     content_hash, decode_text, is_editor_temporary, is_supported, load_bytes, load_file, read_file, special_file_kind,
     DocKind, LoadedDocument, Page, UnreadablePage,

@@ -1,6 +1,12 @@
 //! What reading one file may cost: its size, what an archive may inflate to, and the memory a
 //! loader child process is allowed (passed to it through the environment).
 
+/// What the loaders can read, counted up whenever it grows (a format, an encoding, a kind of
+/// page more). A file that failed for its own bytes is stamped with it and is read again by
+/// newer loaders, not taken as failing for good. 2: JBIG2 and JPEG 2000 scans, scans inside
+/// form XObjects, scans turned by the matrix that places them.
+pub const READERS_VERSION: u32 = 2;
+
 /// Files above this size are refused before they are read (the ingestion must stay bounded).
 pub const MAX_FILE_BYTES: u64 = 128 * 1024 * 1024;
 /// The most one archive entry may inflate to.
