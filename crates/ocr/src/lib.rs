@@ -1,6 +1,8 @@
 //! Reading the text of a scanned page: PP-OCR's detector finds the text lines, its recognizer
-//! reads each one, and the lines are put in reading order. Both models run on rten (pure Rust,
-//! on the CPU); the models are files this crate is handed, it opens nothing else.
+//! reads each one, and the lines are put in reading order. The detector runs on rten (pure
+//! Rust, on the CPU); the recognizer on Quire's own layers (`network`: built from the same
+//! model file, its dense layers in 8-bit integers where the CPU has them). The models are
+//! files this crate is handed, it opens nothing else.
 //!
 //! The pipeline, as PaddleOCR defines it for these models:
 //! - detection (`detect`): the page scaled so its long side is at most `DETECT_LONG_SIDE`,
@@ -9,7 +11,7 @@
 //!   area × 1.5 / perimeter to the line's box, which may be slanted (skewed scans);
 //! - recognition (`recognize`): each box cut out upright at 48 pixels high, read by the CTC
 //!   recognizer, the best class per step, repeats and blanks dropped, classes named by the
-//!   dictionary (its last class is the space);
+//!   dictionary (its last class is the space); a page's lines in parallel, one to a core;
 //! - reading order (`layout`): the page's skew undone, XY cuts split it into columns and bands,
 //!   the lines of each read top to bottom, left to right.
 

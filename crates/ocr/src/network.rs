@@ -63,6 +63,9 @@ mod spare {
         static BUFFERS: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
     }
 
+    /// Values kept per thread at most (64 MB: a wide line's stem needs ~30).
+    const KEPT_VALUES: usize = 16 << 20;
+
     /// A buffer of `len` values, their contents left from earlier use: the caller writes each.
     /// Every buffer's whole capacity is written when it is made (kept by `give`).
     pub fn take(len: usize) -> Vec<f32> {
@@ -89,7 +92,8 @@ mod spare {
         unsafe { buffer.set_len(buffer.capacity()) };
         BUFFERS.with(|b| {
             let mut buffers = b.borrow_mut();
-            if buffers.len() < 12 {
+            let kept: usize = buffers.iter().map(Vec::capacity).sum();
+            if buffers.len() < 12 && kept + buffer.capacity() <= KEPT_VALUES {
                 buffers.push(buffer);
             }
         });
