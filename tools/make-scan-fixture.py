@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Makes crates/testkit/fixtures/scanned-page.jpg: a page of text written for Quire's tests,
 drawn at 150 dpi with DejaVu Serif, turned 1.5 degrees, with light noise, JPEG at quality 60 (a scan's look);
-and scanned-page.jp2, that JPEG's pixels as JPEG 2000 (irreversible, 20:1; Pillow built with OpenJPEG).
-Run once by hand (needs Pillow and numpy, and Debian's fonts-dejavu); both files are committed."""
+scanned-page.jp2, that JPEG's pixels as JPEG 2000 (irreversible, 20:1; Pillow built with OpenJPEG); and
+scanned-page.g3, its pixels in black and white (gray under 128 black) coded CCITT group 3 one-dimensional
+with end-of-line codes, as libtiff writes a TIFF strip (Pillow's libtiff).
+Run once by hand (needs Pillow and numpy, and Debian's fonts-dejavu); the files are committed."""
+import io
+
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
@@ -30,3 +34,10 @@ noisy = np.asarray(page).astype(np.float32) + np.random.default_rng(1).normal(0,
 Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8)).save("crates/testkit/fixtures/scanned-page.jpg", quality=60)
 Image.open("crates/testkit/fixtures/scanned-page.jpg").convert("L").save(
     "crates/testkit/fixtures/scanned-page.jp2", quality_mode="rates", quality_layers=[20], irreversible=True)
+# One strip of group 3 (TIFF Compression 3, no T4Options: 1-D, end-of-line codes, no fill bits).
+bw = Image.open("crates/testkit/fixtures/scanned-page.jpg").convert("L").point(lambda p: 255 if p >= 128 else 0).convert("1")
+tiff = io.BytesIO()
+bw.save(tiff, format="TIFF", compression="group3", tiffinfo={278: bw.size[1]})
+strip = Image.open(io.BytesIO(tiff.getvalue())).tag_v2
+start, length = strip[273][0], strip[279][0]
+open("crates/testkit/fixtures/scanned-page.g3", "wb").write(tiff.getvalue()[start:start + length])

@@ -4,8 +4,8 @@
 //! loaded once per process, at the first scanned page (a loader worker reads one file).
 //!
 //! From a PDF page, the images it draws are decoded: JPEG (DCTDecode), Flate/LZW or raw samples
-//! (gray, RGB or CMYK, 8 bits; 1-bit gray), CCITT fax group 4, JBIG2 (with its shared
-//! segments) and JPEG 2000 (hayro's pure-Rust decoders). A page whose text is drawn as vector
+//! (gray, RGB or CMYK, 8 bits; 1-bit gray), and by hayro's pure-Rust decoders CCITT fax (group
+//! 3 and 4), JBIG2 (with its shared segments) and JPEG 2000. A page whose text is drawn as vector
 //! shapes is not rendered: such pages are reported unreadable, with the reason. A page's `/Rotate` is applied to its scan,
 //! and so is a turn in the matrix that places the image (where the page draws it itself).
 
@@ -473,9 +473,11 @@ fn color_components(doc: &Document, dict: &Dictionary) -> Result<u32, LoadError>
     }
 }
 
-/// CCITT group 4 (`/K` < 0), the usual compression of black-and-white scans; group 3 is not
-/// decoded. The decoder names each run's colour, so `/BlackIs1` (which says how the decoded
-/// bits would be stored) does not matter here.
+/// CCITT fax: group 4 (`/K` < 0), the usual compression of black-and-white scans, and group 3
+/// one- or two-dimensional (`/K` 0 or more), with PDF's `/EndOfLine`, `/EncodedByteAlign` and
+/// `/EndOfBlock` (hayro-ccitt). The decoder names each run's colour, so `/BlackIs1` (which says
+/// how the decoded bits would be stored) does not matter here. Rows a damaged stream ends
+/// before are left white.
 fn fax_image(
     doc: &Document,
     dict: &Dictionary,
@@ -483,28 +485,54 @@ fn fax_image(
     width: i64,
     height: i64,
 ) -> Result<DynamicImage, LoadError> {
+    use hayro_ccitt::{DecodeSettings, DecoderContext, EncodingMode};
     let params = dict.get(b"DecodeParms").and_then(|o| resolve(doc, o)).and_then(Object::as_dict).ok();
-    let param = |key: &[u8], default: i64| {
-        params.and_then(|p| p.get(key).ok()).and_then(|v| v.as_i64().ok()).unwrap_or(default)
+    let param = |key: &[u8]| params.and_then(|p| p.get(key).ok());
+    let k = param(b"K").and_then(|v| v.as_i64().ok()).unwrap_or(0);
+    let flag = |key: &[u8], default: bool| param(key).and_then(|v| v.as_bool().ok()).unwrap_or(default);
+    let (width, height) = (width as u32, height as u32);
+    let settings = DecodeSettings {
+        columns: width,
+        rows: height,
+        end_of_block: flag(b"EndOfBlock", true),
+        end_of_line: flag(b"EndOfLine", false),
+        rows_are_byte_aligned: flag(b"EncodedByteAlign", false),
+        encoding: match k {
+            ..0 => EncodingMode::Group4,
+            0 => EncodingMode::Group3_1D,
+            _ => EncodingMode::Group3_2D,
+        },
+        strict: false,
     };
-    if param(b"K", 0) >= 0 {
-        return Err(unsupported("CCITT group 3 fax"));
+    let mut rows = FaxRows { gray: Vec::with_capacity(width as usize * height as usize), width, height };
+    let decoded = hayro_ccitt::decode(data, &mut rows, &mut DecoderContext::new(settings));
+    if rows.gray.is_empty() {
+        let why = decoded.err().map(|e| format!(" ({e:?})")).unwrap_or_default();
+        return Err(LoadError::Image(format!("the fax image could not be decoded{why}")));
     }
-    let (width, height) = (u16::try_from(width), u16::try_from(height));
-    let (Ok(width), Ok(height)) = (width, height) else { return Err(unsupported("a fax image over 65,535 pixels")) };
-    let mut pixels = Vec::with_capacity(width as usize * height as usize);
-    let mut rows = 0u16;
-    fax::decoder::decode_g4(data.iter().copied(), width, Some(height), |transitions| {
-        if rows < height {
-            pixels.extend(fax::decoder::pels(transitions, width).map(|c| match c {
-                fax::Color::Black => 0u8,
-                fax::Color::White => 255u8,
-            }));
-            rows += 1;
+    rows.gray.resize(width as usize * height as usize, 255);
+    Ok(image::GrayImage::from_raw(width, height, rows.gray).expect("the buffer holds the page").into())
+}
+
+/// A fax image's rows as gray bytes: black 0, white 255; rows past the image's height dropped.
+struct FaxRows {
+    gray: Vec<u8>,
+    width: u32,
+    height: u32,
+}
+
+impl hayro_ccitt::Decoder for FaxRows {
+    fn push_row(&mut self, changes: &[u32]) {
+        if self.gray.len() >= self.width as usize * self.height as usize {
+            return;
         }
-    });
-    pixels.resize(width as usize * height as usize, 255);
-    image::GrayImage::from_raw(width as u32, height as u32, pixels)
-        .map(DynamicImage::ImageLuma8)
-        .ok_or_else(|| LoadError::Image("the fax image could not be decoded".into()))
+        // Each row starts white; every change flips the colour.
+        let mut at = 0;
+        for (i, &change) in changes.iter().chain([&self.width]).enumerate() {
+            let end = change.min(self.width);
+            let colour = if i % 2 == 0 { 255 } else { 0 };
+            self.gray.extend(std::iter::repeat_n(colour, end.saturating_sub(at) as usize));
+            at = at.max(end);
+        }
+    }
 }

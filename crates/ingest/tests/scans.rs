@@ -56,10 +56,12 @@ fn a_cut_image_gives_what_it_holds_and_a_false_one_an_error() {
 }
 
 #[test]
-fn a_black_and_white_fax_coded_scan_is_read() {
+fn black_and_white_fax_coded_scans_are_read() {
     ocr_installed();
-    let pdf = quire_testkit::scanned_pdf_as(2, quire_testkit::ScanStorage::FaxGroup4);
+    use quire_testkit::ScanStorage::{FaxGroup3, FaxGroup4};
+    let pdf = quire_testkit::scanned_pdf_of(&[FaxGroup4, FaxGroup3]);
     let doc = load_bytes(Path::new("fax.pdf"), DocKind::Pdf, &pdf).unwrap();
+    assert_eq!(doc.pages.len(), 2);
     assert!(doc.unreadable_pages.is_empty(), "{:?}", doc.unreadable_pages);
     for page in &doc.pages {
         // Black on white (the decoder's colours), whole lines of it.

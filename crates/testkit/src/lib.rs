@@ -191,6 +191,10 @@ pub enum ScanStorage {
     Jpeg,
     /// Black and white, CCITT group 4 (CCITTFaxDecode, `/K -1`): an office scanner's usual.
     FaxGroup4,
+    /// Black and white, CCITT group 3 one-dimensional with end-of-line codes (`/K 0
+    /// /EndOfLine true`), as fax software stores pages (libtiff's coding, made by
+    /// tools/make-scan-fixture.py).
+    FaxGroup3,
     /// Gray JPEG stored on its side (the page fed sideways), the page's `/Rotate 90` turning it
     /// upright for display, as scanners that detect orientation do.
     JpegSideways,
@@ -327,6 +331,13 @@ pub fn scanned_pdf_of(pages: &[ScanStorage]) -> Vec<u8> {
                 format!(
                     "/Width {pixels_wide} /Height {pixels_high} /BitsPerComponent 1 /Filter /CCITTFaxDecode \
                      /DecodeParms << /K -1 /Columns {pixels_wide} /Rows {pixels_high} >>"
+                ),
+            ),
+            ScanStorage::FaxGroup3 => (
+                include_bytes!("../fixtures/scanned-page.g3").to_vec(),
+                format!(
+                    "/Width {pixels_wide} /Height {pixels_high} /BitsPerComponent 1 /Filter /CCITTFaxDecode \
+                     /DecodeParms << /K 0 /EndOfLine true /Columns {pixels_wide} /Rows {pixels_high} >>"
                 ),
             ),
             ScanStorage::JpegSideways | ScanStorage::JpegTurnedByMatrix => {
