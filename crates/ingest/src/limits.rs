@@ -3,8 +3,8 @@
 
 /// What the loaders can read, counted up whenever it grows (a format, an encoding, a kind of
 /// page more). A file that failed for its own bytes is stamped with it and is read again by
-/// newer loaders, not taken as failing for good. 2: JBIG2 and JPEG 2000 scans, scans inside
-/// form XObjects, scans turned by the matrix that places them.
+/// newer loaders, not taken as failing for good. 2: JBIG2, JPEG 2000 and CCITT group 3 scans,
+/// scans inside form XObjects, scans turned by the matrix that places them.
 pub const READERS_VERSION: u32 = 2;
 
 /// Files above this size are refused before they are read (the ingestion must stay bounded).
