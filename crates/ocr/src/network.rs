@@ -825,7 +825,13 @@ fn depthwise_conv(op: &Operator, bias: Vec<f32>, scale: Option<&[f32]>) -> Resul
             laid_out[k * channels + c] = weight.values[c * kh * kw + k] * s;
         }
     }
-    Ok(Depthwise { weight: laid_out, bias, kernel: (kh, kw), stride: strides(op)?, pads: pads(op, (kh, kw))? })
+    let (stride, pads) = (strides(op)?, pads(op, (kh, kw))?);
+    // What `depthwise` runs: a step of 1 across, padding narrower than the kernel.
+    ensure!(
+        stride.1 == 1 && pads[1] < kw && pads[3] < kw,
+        "a depthwise convolution stepping {stride:?}, padded {pads:?}"
+    );
+    Ok(Depthwise { weight: laid_out, bias, kernel: (kh, kw), stride, pads })
 }
 
 fn build(ops: &mut Ops, int8: bool) -> Result<Recognizer> {
