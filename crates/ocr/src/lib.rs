@@ -97,9 +97,9 @@ impl Ocr {
         );
         let boxes = detect::text_boxes(&self.detector, &rgb)?;
         let skew = layout::skew(&boxes);
-        // One line at a time: each layer spreads a line's pixels over the cores.
         // Lines in parallel, one to a core (a line's layers then run without waiting on each
-        // other; splitting each layer over the cores instead was 25 % slower a page).
+        // other; splitting each layer over the cores instead took 3.15 s for the dense page
+        // against 2.4).
         let texts: Vec<String> = boxes
             .par_iter()
             .map(|quad| recognize::read_line(&self.recognizer, &self.alphabet, &upright_crop(&rgb, quad)))

@@ -727,13 +727,7 @@ impl<'a> Ops<'a> {
         let weight = self.next(Kind::MatMul)?.the_constant()?;
         let bias = self.next(Kind::Add)?.the_constant()?.values.clone();
         let &[inputs, outputs] = &weight.shape[..] else { bail!("a matrix of shape {:?}", weight.shape) };
-        let mut by_output = vec![0f32; inputs * outputs];
-        for i in 0..inputs {
-            for o in 0..outputs {
-                by_output[o * inputs + i] = weight.values[i * outputs + o];
-            }
-        }
-        Ok(Layer::new(by_output, bias, outputs, inputs, false))
+        Ok(Layer::new(by_output(&weight.values, inputs, outputs), bias, outputs, inputs, false))
     }
 
     fn swish(&mut self) -> Result<()> {
@@ -775,25 +769,56 @@ fn strides(op: &Operator) -> Result<(usize, usize)> {
     }
 }
 
-/// A full convolution `[out][in][ky][kx]` as a layer over patches laid out `[ky][kx][in]`.
-fn full_conv(op: &Operator, bias: Vec<f32>, int8: bool) -> Result<Conv> {
-    let weight: &Constant = op.constant(1)?;
-    let &[outputs, inputs, kh, kw] = &weight.shape[..] else { bail!("a kernel of shape {:?}", weight.shape) };
-    ensure!(op.attrs.groups <= 1, "a grouped convolution where a full one was expected");
+/// A matrix stored `[inputs][outputs]` (ONNX's `MatMul` by a constant) as a layer's
+/// `[outputs][inputs]`.
+fn by_output(weight: &[f32], inputs: usize, outputs: usize) -> Vec<f32> {
+    let mut laid_out = vec![0f32; inputs * outputs];
+    for i in 0..inputs {
+        for o in 0..outputs {
+            laid_out[o * inputs + i] = weight[i * outputs + o];
+        }
+    }
+    laid_out
+}
+
+/// A convolution's kernel `[out][in][ky][kx]` as a layer's rows over patches laid out
+/// `[ky][kx][in]` (what `conv` gathers).
+fn by_patch(weight: &[f32], outputs: usize, inputs: usize, (kh, kw): (usize, usize)) -> Vec<f32> {
     let patch = kh * kw * inputs;
     let mut laid_out = vec![0f32; outputs * patch];
     for o in 0..outputs {
         for i in 0..inputs {
             for ky in 0..kh {
                 for kx in 0..kw {
-                    laid_out[o * patch + (ky * kw + kx) * inputs + i] =
-                        weight.values[((o * inputs + i) * kh + ky) * kw + kx];
+                    laid_out[o * patch + (ky * kw + kx) * inputs + i] = weight[((o * inputs + i) * kh + ky) * kw + kx];
                 }
             }
         }
     }
+    laid_out
+}
+
+/// A depthwise kernel `[c][tap]` laid out `[tap][c]` (what `depthwise` reads), each channel's
+/// weights times its `scale` (a folded norm) where given.
+fn by_tap(weight: &[f32], channels: usize, taps: usize, scale: Option<&[f32]>) -> Vec<f32> {
+    let mut laid_out = vec![0f32; taps * channels];
+    for c in 0..channels {
+        let s = scale.map_or(1.0, |s| s[c]);
+        for k in 0..taps {
+            laid_out[k * channels + c] = weight[c * taps + k] * s;
+        }
+    }
+    laid_out
+}
+
+/// A full convolution `[out][in][ky][kx]` as a layer over patches laid out `[ky][kx][in]`.
+fn full_conv(op: &Operator, bias: Vec<f32>, int8: bool) -> Result<Conv> {
+    let weight: &Constant = op.constant(1)?;
+    let &[outputs, inputs, kh, kw] = &weight.shape[..] else { bail!("a kernel of shape {:?}", weight.shape) };
+    ensure!(op.attrs.groups <= 1, "a grouped convolution where a full one was expected");
+    let laid_out = by_patch(&weight.values, outputs, inputs, (kh, kw));
     let (stride, pads) = (strides(op)?, pads(op, (kh, kw))?);
-    Ok(Conv { layer: Layer::new(laid_out, bias, outputs, patch, int8), kernel: (kh, kw), stride, pads })
+    Ok(Conv { layer: Layer::new(laid_out, bias, outputs, kh * kw * inputs, int8), kernel: (kh, kw), stride, pads })
 }
 
 /// A 1×1 convolution as a layer; `scale` multiplies each output's weights (a folded norm).
@@ -818,13 +843,7 @@ fn depthwise_conv(op: &Operator, bias: Vec<f32>, scale: Option<&[f32]>) -> Resul
         "a depthwise convolution of {} groups for {channels} channels",
         op.attrs.groups
     );
-    let mut laid_out = vec![0f32; kh * kw * channels];
-    for c in 0..channels {
-        let s = scale.map_or(1.0, |s| s[c]);
-        for k in 0..kh * kw {
-            laid_out[k * channels + c] = weight.values[c * kh * kw + k] * s;
-        }
-    }
+    let laid_out = by_tap(&weight.values, channels, kh * kw, scale);
     let (stride, pads) = (strides(op)?, pads(op, (kh, kw))?);
     // What `depthwise` runs: a step of 1 across, padding narrower than the kernel.
     ensure!(
@@ -939,13 +958,7 @@ fn build(ops: &mut Ops, int8: bool) -> Result<Recognizer> {
     ops.next(Kind::Softmax)?;
     let &[inputs, classes] = &weight.shape[..] else { bail!("a head of shape {:?}", weight.shape) };
     ensure!(inputs == 120 && encoders.iter().all(|e| e.qkv.inputs == inputs), "a head over {inputs} features");
-    let mut by_class = vec![0f32; inputs * classes];
-    for i in 0..inputs {
-        for c in 0..classes {
-            by_class[c * inputs + i] = weight.values[i * classes + c];
-        }
-    }
-    let head = Layer::new(by_class, bias, classes, inputs, int8);
+    let head = Layer::new(by_output(&weight.values, inputs, classes), bias, classes, inputs, int8);
     ensure!(ops.peek().is_none(), "operators after the head");
     Ok(Recognizer { stem, blocks, neck: Neck { shortcut, mix_in, mix_along, encoders, norm }, head })
 }
@@ -1024,12 +1037,7 @@ mod tests {
             let weights: Vec<f32> = (0..channels * kernel.0 * kernel.1).map(|i| value(i, 9)).collect();
             let bias: Vec<f32> = (0..channels).map(|i| value(i, 5)).collect();
             let w = |o: usize, _: usize, ky: usize, kx: usize| weights[(o * kernel.0 + ky) * kernel.1 + kx];
-            let mut laid_out = vec![0f32; weights.len()];
-            for c in 0..channels {
-                for k in 0..kernel.0 * kernel.1 {
-                    laid_out[k * channels + c] = weights[c * kernel.0 * kernel.1 + k];
-                }
-            }
+            let laid_out = by_tap(&weights, channels, kernel.0 * kernel.1, None);
             let d = Depthwise { weight: laid_out, bias: bias.clone(), kernel, stride, pads };
             assert_close(&depthwise(&d, &input), &by_definition(&input, w, &bias, kernel, stride, pads, true));
         }
@@ -1048,16 +1056,7 @@ mod tests {
             let w =
                 |o: usize, i: usize, ky: usize, kx: usize| weights[((o * inputs + i) * kernel.0 + ky) * kernel.1 + kx];
             let patch = kernel.0 * kernel.1 * inputs;
-            let mut laid_out = vec![0f32; outputs * patch];
-            for o in 0..outputs {
-                for i in 0..inputs {
-                    for ky in 0..kernel.0 {
-                        for kx in 0..kernel.1 {
-                            laid_out[o * patch + (ky * kernel.1 + kx) * inputs + i] = w(o, i, ky, kx);
-                        }
-                    }
-                }
-            }
+            let laid_out = by_patch(&weights, outputs, inputs, kernel);
             let c = Conv { layer: Layer::new(laid_out, bias.clone(), outputs, patch, false), kernel, stride, pads };
             let got = conv(&c, &input);
             assert!(got.pixels() > BAND, "more than one band");

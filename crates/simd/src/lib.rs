@@ -366,27 +366,6 @@ pub mod neon {
         whole
     }
 
-    /// This thread's floating point from now on treats denormal numbers (below 1.2e-38) as zero,
-    /// read and written (x86's MXCSR flags DAZ and FTZ): on x86 each operation on a denormal takes
-    /// ~100 cycles of microcode, which a network's layers can meet by the million. For threads that
-    /// run only such work (the OCR detector's); nothing is done elsewhere (ARM's cores take
-    /// denormals at full speed).
-    pub fn flush_denormals_on_this_thread() {
-        #[cfg(target_arch = "x86_64")]
-        {
-            const DENORMALS_ARE_ZERO: u32 = 1 << 6;
-            const FLUSH_TO_ZERO: u32 = 1 << 15;
-            let mut csr = 0u32;
-            // SAFETY: `stmxcsr` stores the 4-byte control register to `csr`, `ldmxcsr` loads it
-            // back with two mode bits set; SSE is part of every x86-64 CPU.
-            unsafe {
-                std::arch::asm!("stmxcsr [{}]", in(reg) &mut csr, options(nostack));
-                csr |= DENORMALS_ARE_ZERO | FLUSH_TO_ZERO;
-                std::arch::asm!("ldmxcsr [{}]", in(reg) &csr, options(nostack));
-            }
-        }
-    }
-
     /// `row` becomes its softmax.
     ///
     /// # Safety
@@ -476,27 +455,6 @@ pub mod avx2 {
             _mm256_storeu_ps(g.add(c), _mm256_mul_ps(silu, _mm256_loadu_ps(u.add(c))));
         }
         whole
-    }
-
-    /// This thread's floating point from now on treats denormal numbers (below 1.2e-38) as zero,
-    /// read and written (x86's MXCSR flags DAZ and FTZ): on x86 each operation on a denormal takes
-    /// ~100 cycles of microcode, which a network's layers can meet by the million. For threads that
-    /// run only such work (the OCR detector's); nothing is done elsewhere (ARM's cores take
-    /// denormals at full speed).
-    pub fn flush_denormals_on_this_thread() {
-        #[cfg(target_arch = "x86_64")]
-        {
-            const DENORMALS_ARE_ZERO: u32 = 1 << 6;
-            const FLUSH_TO_ZERO: u32 = 1 << 15;
-            let mut csr = 0u32;
-            // SAFETY: `stmxcsr` stores the 4-byte control register to `csr`, `ldmxcsr` loads it
-            // back with two mode bits set; SSE is part of every x86-64 CPU.
-            unsafe {
-                std::arch::asm!("stmxcsr [{}]", in(reg) &mut csr, options(nostack));
-                csr |= DENORMALS_ARE_ZERO | FLUSH_TO_ZERO;
-                std::arch::asm!("ldmxcsr [{}]", in(reg) &csr, options(nostack));
-            }
-        }
     }
 
     /// `row` becomes its softmax, 8 values per instruction.
