@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, Read, Write};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use quire_testkit::{text, QuireHome};
@@ -262,12 +262,25 @@ fn two_ingestions_at_once_both_succeed() {
 fn reading_commands_create_nothing_and_empty_searches_are_refused() {
     let home = QuireHome::with_passphrase(QUIRE, "reading test");
     let missing = home.dir.path().join("no such home");
-    for args in [&["list"][..], &["search", "tide"], &["jobs"], &["optimize"], &["ask", "What is the tide?"]] {
+    let backup = home.dir.path().join("key-backup.json");
+    let reading: [&[&str]; 8] = [
+        &["list"],
+        &["search", "tide"],
+        &["jobs"],
+        &["optimize"],
+        &["ask", "What is the tide?"],
+        // Reading or changing a key (before, `key status` made a collection with a new key).
+        &["key", "status"],
+        &["key", "rotate"],
+        &["key", "export", backup.to_str().unwrap()],
+    ];
+    for args in reading {
         let out = home.command(&[&["--home", missing.to_str().unwrap()][..], args].concat()).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         assert!(text(&out.stderr).contains("there is no collection at"), "{args:?}: {}", text(&out.stderr));
         assert!(!missing.exists(), "{args:?} created {}", missing.display());
     }
+    assert!(!backup.exists());
     let docs = tempfile::tempdir().unwrap();
     write_notes(docs.path(), 2);
     assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
@@ -466,9 +479,15 @@ fn serve(home: &QuireHome) -> (Killed, u16, String) {
     let docs = quire_testkit::copy_samples(&["markdown"]);
     assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
     let token = text(&home.quire(&["key", "api-token"]).stdout).trim().to_owned();
+    let (server, port) = start_server(|args| home.command(args));
+    (server, port, token)
+}
+
+/// `quire serve` on a free port with the tiny model, as `command` makes it, once it listens.
+fn start_server(command: impl Fn(&[&str]) -> Command) -> (Killed, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut server = Killed(
-        home.command(&["serve", "--port", &port.to_string(), "--model", "smollm2-135m"])
+        command(&["serve", "--port", &port.to_string(), "--model", "smollm2-135m"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -476,7 +495,51 @@ fn serve(home: &QuireHome) -> (Killed, u16, String) {
     let mut line = String::new();
     std::io::BufReader::new(server.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
-    (server, port, token)
+    (server, port)
+}
+
+/// With no OS keychain, a passphrase library keeps the local API's token as it keeps its key:
+/// sealed under the passphrase in its folder. Before, `key api-token` and `serve` failed,
+/// telling the user to set QUIRE_PASSPHRASE, which was set.
+#[test]
+fn the_api_token_is_sealed_under_the_passphrase_where_there_is_no_keychain() {
+    let home = QuireHome::with_passphrase(QUIRE, "no keychain here");
+    let no_keychain = |args: &[&str]| {
+        let mut command = home.command(args);
+        command.env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus");
+        command
+    };
+    let docs = quire_testkit::copy_samples(&["markdown"]);
+    let ingest = ["ingest", docs.path().to_str().unwrap()];
+    assert!(home.run(no_keychain(&ingest), &ingest).status.success());
+    let out = home.run(no_keychain(&["key", "api-token"]), &["key", "api-token"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let token = text(&out.stdout).trim().to_owned();
+    assert_eq!(token.len(), 64, "a 256-bit token: {token}");
+    let again = home.run(no_keychain(&["key", "api-token"]), &["key", "api-token"]);
+    assert_eq!(text(&again.stdout).trim(), token, "the same token every time");
+    // Sealed: no file of the home holds it in plain text.
+    for (path, bytes) in quire_testkit::files_under(home.dir.path()) {
+        assert!(!String::from_utf8_lossy(&bytes).contains(&token), "{} holds the token", path.display());
+    }
+    // Another passphrase does not open it.
+    let mut wrong = no_keychain(&["key", "api-token"]);
+    wrong.env("QUIRE_PASSPHRASE", "not the passphrase");
+    let out = home.run(wrong, &["key", "api-token", "(wrong passphrase)"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!text(&out.stdout).contains(&token));
+    // The server takes it.
+    let (_server, port) = start_server(no_keychain);
+    let get = |token: &str| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(s, "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\r\n")
+            .unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).unwrap();
+        status_of(&reply)
+    };
+    assert_eq!(get(&token), 200);
+    assert_eq!(get(&"0".repeat(64)), 401);
 }
 
 fn chat_request(port: u16, token: &str, question: &str) -> String {

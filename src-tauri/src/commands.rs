@@ -685,9 +685,11 @@ pub async fn set_local_api(app: AppHandle, state: State<'_, AppState>, port: Opt
 }
 
 /// Serves the API for the app's open collection (whichever it is when a request comes; a
-/// locked app answers that it is locked). The token comes from the OS keychain.
+/// locked app answers that it is locked). The token is kept as the library's key is: in the OS
+/// keychain, or sealed under the library's passphrase.
 pub async fn start_local_api(app: &AppHandle, port: u16) -> anyhow::Result<LocalApi> {
-    let token = quire_engine::api_token()?;
+    let config = app.state::<AppState>().engine().await?.config().clone();
+    let token = quire_engine::api_token(&config.data_dir, &config.keys)?;
     let handle = app.clone();
     let source: quire_api::EngineSource = std::sync::Arc::new(move || {
         let handle = handle.clone();

@@ -15,7 +15,7 @@ describe("answer view", () => {
     expect(v.root.querySelector(".answer-text")!.textContent).toBe("It is a search.");
     expect(v.updates).toBe(2);
     const cited = v.finish({
-      question: "q", text: "It is a search.", raw: "", sources: [], declined: null,
+      question: "q", text: "It is a search.", raw: "", sources: [], declined: null, confidence: -0.2,
       citations: [citation(2, "b", "ab", [1, 2]), citation(1, "a", "ab", [0, 1]), citation(2, "again", "ab", null)],
       stats: { prompt_tokens: 1, prompt_reused_tokens: 0, completion_tokens: 2, time_to_first_token: { secs: 1, nanos: 500_000_000 }, total_time: { secs: 2, nanos: 0 }, decode_tokens_per_sec: 10, prompt_tokens_per_sec: 5, finish_reason: "stop" },
       speculation: {
@@ -32,6 +32,10 @@ describe("answer view", () => {
     const markers = [...v.root.querySelectorAll<HTMLButtonElement>(".citation-marker")];
     expect(markers.map((m) => m.textContent)).toEqual(["2", "1"]);
     expect(markers[1].title).toBe("guide1.pdf, p. 4");
+    // Under the answer, the words of the document it rests on (its first citation) and where.
+    const quote = v.root.querySelector<HTMLElement>(".answer-quote")!;
+    expect(quote.hidden).toBe(false);
+    expect(quote.textContent).toBe("“b”guide2.pdf, p. 4");
     markers[1].click();
     expect(opened).toEqual([1]);
     expect(v.root.dataset.state).toBe("done");
@@ -162,7 +166,7 @@ describe("answer view", () => {
     const text = "Your documents don't say. The closest passages are from 4ti2.pdf (page 56).";
     const stats = { prompt_tokens: 1, prompt_reused_tokens: 0, completion_tokens: 2, time_to_first_token: { secs: 1, nanos: 0 }, total_time: { secs: 2, nanos: 0 }, decode_tokens_per_sec: 10, prompt_tokens_per_sec: 5, finish_reason: "stop" };
     const places = v.finish({
-      question: "q", text, raw: "", sources: [source], citations: [], stats, speculation: null,
+      question: "q", text, raw: "", sources: [source], citations: [], stats, speculation: null, confidence: -2.5,
       declined: { about: "The closest passages are from 4ti2.pdf (page 56).", unsupported_answer: "Paris" },
       timing: {
         search: { secs: 0, nanos: 80_000_000 }, model_load: { secs: 2, nanos: 400_000_000 }, prompt_building: { secs: 0, nanos: 30_000_000 },
@@ -173,8 +177,9 @@ describe("answer view", () => {
     expect(v.root.querySelector(".answer-details")!.textContent).toContain("searched in 0.08 s · answer model loaded in 2.4 s ·");
     expect(v.root.classList.contains("declined")).toBe(true);
     expect(v.root.querySelector(".answer-text")!.textContent).toBe(text);
-    expect(v.root.querySelector(".withdrawn")!.textContent).toContain("Withdrawn: “Paris”");
+    expect(v.root.querySelector(".withdrawn")!.textContent).toContain("Not given, as the passages do not bear it out: “Paris”");
     expect(v.root.querySelectorAll(".citation-marker").length).toBe(0);
+    expect(v.root.querySelector<HTMLElement>(".answer-quote")!.hidden).toBe(true);
     expect(places.map((p) => [p.number, p.cited])).toEqual([[1, false]]);
     // From the history, the same.
     const past = ExchangeView.past({ question: "q", answer: text, at_ms: 0, citations: [], sources: [source], declined: { about: "x", unsupported_answer: null } }, () => {});

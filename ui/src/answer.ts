@@ -15,6 +15,9 @@ export class ExchangeView {
   readonly root: HTMLElement;
   private text: HTMLElement;
   private markers: HTMLElement;
+  /// The words of the document the answer rests on (its first citation's quote), under it: the
+  /// answer said in the document's own terms, with where it stands.
+  private quote: HTMLElement;
   private meta: HTMLElement;
   /// How the answer was made (tokens, speeds, speculation), for those who want to know.
   private details: HTMLDetailsElement;
@@ -30,6 +33,8 @@ export class ExchangeView {
   constructor(question: string, private onMarker: (n: number) => void) {
     this.text = el("div", { className: "answer-text" });
     this.markers = el("div", { className: "citation-markers" });
+    this.quote = el("blockquote", { className: "answer-quote" });
+    this.quote.hidden = true;
     this.meta = el("div", { className: "answer-meta muted", text: "searching…" });
     // How far the model has read the question and passages: most of the wait on a CPU.
     this.reading = el("progress", { className: "reading", attrs: { max: "1", value: "0", "aria-label": "Reading the passages" } });
@@ -41,6 +46,7 @@ export class ExchangeView {
       { className: "exchange", attrs: { "data-state": "streaming" } },
       el("p", { className: "question", text: question }),
       el("div", { className: "answer" }, this.text, this.markers),
+      this.quote,
       this.reading,
       this.meta,
       this.details,
@@ -73,6 +79,7 @@ export class ExchangeView {
     this.text.textContent = answer.text;
     this.places = answerPlaces(answer.citations, answer.sources);
     this.showMarkers();
+    this.showQuote();
     this.showDeclined(answer.declined);
     const s = answer.stats;
     const t = answer.timing;
@@ -102,6 +109,7 @@ export class ExchangeView {
     if (x.citations.length && x.citations.every((c) => c.passage)) {
       v.places = answerPlaces(x.citations, x.sources);
       v.showMarkers();
+      v.showQuote();
       v.meta.textContent = `asked ${new Date(x.at_ms).toLocaleString()}`;
     } else {
       v.meta.textContent = x.citations.map((c) => `[${c.number}] ${fileName(c.path)}${c.page == null ? "" : ` p. ${c.page}`}`).join("  ");
@@ -115,7 +123,7 @@ export class ExchangeView {
     this.root.classList.toggle("declined", !!declined);
     this.root.querySelector(".withdrawn")?.remove();
     if (declined?.unsupported_answer) {
-      const note = el("p", { className: "withdrawn muted", text: `Withdrawn: “${declined.unsupported_answer}”, which none of the passages it cited says.` });
+      const note = el("p", { className: "withdrawn muted", text: `Not given, as the passages do not bear it out: “${declined.unsupported_answer}”` });
       this.text.after(note);
     }
   }
@@ -123,6 +131,13 @@ export class ExchangeView {
   /// Marks this answer as the one whose passages the sources pane shows.
   showing(shown: boolean): void {
     this.root.classList.toggle("sources-shown", shown);
+  }
+
+  private showQuote(): void {
+    const first = this.places.find((c) => c.cited && c.quote);
+    this.quote.hidden = !first;
+    this.quote.replaceChildren();
+    if (first) this.quote.append(el("span", { text: `“${first.quote}”` }), el("cite", { className: "muted", text: location(first.path, first.page) }));
   }
 
   private showMarkers(): void {

@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
 use quire_engine::{Cancel, Engine, EngineConfig, FileOutcome, SearchHit, SearchMode};
-use quire_eval::answers::{judge, load_answer_set, report, AnswerCase, AnswerOutcome, CitedPassage};
+use quire_eval::answers::{by_kind, judge, load_answer_set, report, AnswerCase, AnswerOutcome, CitedPassage};
 use quire_eval::metrics::score_query;
 use quire_eval::{mean_scores, Dataset, QueryScores};
 use quire_index::{fuse, hybrid_pool, Fusion, DEFAULT_FUSION};
@@ -344,6 +344,19 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         println!("  the right fact                   {}", pct(summary.right_fact));
         println!("  the right fact on a gold page    {}", pct(summary.right_fact_and_gold_page));
     }
+    let kinds = by_kind(&rows);
+    if !kinds.is_empty() {
+        println!("by kind (answerable: every fact on a gold page; unanswerable: declined)");
+        for k in &kinds {
+            println!(
+                "  {:<32} {:>3} questions  right {:>6}  declined {:>6}",
+                k.kind,
+                k.questions,
+                pct(k.right),
+                pct(k.declined)
+            );
+        }
+    }
     println!("mean time to first token           {:.1} s", summary.mean_time_to_first_token_s);
     println!("mean first word from the question  {:.1} s", summary.mean_first_word_s);
     println!("mean decode speed                  {:.1} tokens/s", summary.mean_decode_tokens_per_s);
@@ -354,8 +367,7 @@ async fn answers(args: AnswersArgs) -> Result<()> {
                 serde_json::json!({ "mode": name.trim(), "hit_at_1": m[0], "hit_at_3": m[1], "hit_at_5": m[2], "hit_at_10": m[3], "mrr_at_10": m[4] })
             })
             .collect();
-        let json =
-            serde_json::json!({ "top_k": top_k, "summary": summary, "retrieval": retrieval, "answers": details });
+        let json = serde_json::json!({ "top_k": top_k, "summary": summary, "kinds": kinds, "retrieval": retrieval, "answers": details });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -455,6 +467,7 @@ async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
                 time_to_first_token_s: answer.stats.time_to_first_token.as_secs_f64(),
                 first_word_s: answer.timing.first_word.as_secs_f64(),
                 decode_tokens_per_s: answer.stats.decode_tokens_per_sec as f64,
+                confidence: answer.confidence,
             }
         }
         Err(e) => AnswerOutcome {
@@ -468,6 +481,7 @@ async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
             time_to_first_token_s: 0.0,
             first_word_s: 0.0,
             decode_tokens_per_s: 0.0,
+            confidence: None,
         },
     }
 }

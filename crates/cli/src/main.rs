@@ -334,8 +334,8 @@ fn existing_collection() -> Result<EngineConfig> {
 }
 
 async fn serve(config: EngineConfig, port: u16) -> Result<ExitCode> {
-    let token = quire_engine::api_token()?;
     let engine = std::sync::Arc::new(Engine::open(config).await?);
+    let token = quire_engine::api_token(&engine.config().data_dir, &engine.config().keys)?;
     let server = std::sync::Arc::new(quire_api::Server::bind(quire_api::fixed(engine), port, token).await?);
     println!("serving the OpenAI-compatible API on http://{}/v1 (this machine only; `quire key api-token` prints the bearer token)", server.local_addr()?);
     // Ctrl-C ends the process; nothing is left half-written (answers only read).
@@ -344,9 +344,13 @@ async fn serve(config: EngineConfig, port: u16) -> Result<ExitCode> {
 }
 
 async fn key(action: KeyAction) -> Result<ExitCode> {
-    let config = EngineConfig::from_home()?;
+    // Reading or changing a key needs a library there already; restoring a backup may make one.
+    let config = match action {
+        KeyAction::Status | KeyAction::Export { .. } | KeyAction::Rotate => existing_collection()?,
+        KeyAction::ApiToken | KeyAction::Import { .. } => EngineConfig::from_home()?,
+    };
     match action {
-        KeyAction::ApiToken => println!("{}", quire_engine::api_token()?),
+        KeyAction::ApiToken => println!("{}", quire_engine::api_token(&config.data_dir, &config.keys)?),
         KeyAction::Import { file } => {
             let backup = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
             let pass = backup_passphrase()?;
@@ -681,12 +685,16 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
     }
     match &answer.declined {
         Some(declined) => {
-            // The model's unsupported answer was already printed as it came: say it is withdrawn.
-            if declined.unsupported_answer.is_some() {
-                println!("\n\n(withdrawn: none of the passages it cited says this)");
-            }
-            if streamed.trim() != answer.text.trim() {
-                println!("\n{}", answer.text);
+            // The model's answer was already printed as it came: say it is not given. A decline
+            // streamed its first sentence: the rest follows once.
+            match answer.text.strip_prefix(streamed.trim()) {
+                Some(rest) if declined.unsupported_answer.is_none() => println!("{rest}"),
+                _ => {
+                    if declined.unsupported_answer.is_some() {
+                        println!("\n\n(Not given: the passages do not bear this out.)");
+                    }
+                    println!("\n{}", answer.text);
+                }
             }
             println!();
             println!("Passages read:");

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use quire_index::SearchHit;
+use quire_llm::TokenProbability;
 
 use crate::{find_quote, Citation, Source};
 
@@ -350,10 +351,8 @@ pub fn supporting(
 ) -> Vec<Citation> {
     let set = |text: &str| term_set(text, &terms);
     let asked = set(question);
-    let said = set(answer);
     let added = added_terms(question, answer, &terms);
-    let unheld: HashSet<String> = unmentioned.iter().flat_map(|w| set(w)).collect();
-    if !unheld.is_empty() && (added.is_empty() || said.intersection(&unheld).next().is_some()) {
+    if about_the_unmentioned(question, answer, unmentioned, &terms) {
         return Vec::new();
     }
     citations
@@ -367,6 +366,75 @@ pub fn supporting(
             }
         })
         .collect()
+}
+
+/// The lowest `answer_confidence` an answer is given with: below it the model was unsure of
+/// some of its words, and the answer is withdrawn. Chosen on the development half of the
+/// manuals set (BENCHMARKS.md, "How sure the model was").
+pub const LEAST_CONFIDENCE: f32 = -1.0;
+
+/// The citations `answer` is given with, or None when it is withdrawn. With the model's
+/// `confidence` (Quire's decoder) two things decide: the model was sure of the answer's words,
+/// and the answer is read from the passages shown (`passages`), not only from the quote it
+/// chose: at least half of what it adds to the question occurs in them. (Term overlap with the
+/// quote alone withdrew right answers beside an unrelated quote and kept invented ones that
+/// repeat the question's words; confidence alone keeps what the model knows by heart, "Paris".)
+/// The citations are those `supporting` finds, or all of `cited` when it finds none. Without
+/// confidence (mistral.rs) `supporting` decides. Either way an answer about something no
+/// document names (`unmentioned`) is withdrawn, and a "yes" its own quotes say "not" to.
+pub fn supported(
+    question: &str,
+    answer: &str,
+    unmentioned: &[String],
+    confidence: Option<f32>,
+    passages: &[&str],
+    cited: Vec<Citation>,
+    terms: impl Fn(&str) -> String,
+) -> Option<Vec<Citation>> {
+    let backing = supporting(question, answer, unmentioned, cited.clone(), &terms);
+    let read_from_passages = || {
+        let added = added_terms(question, answer, &terms);
+        let shown: HashSet<String> = passages.iter().flat_map(|p| term_set(p, &terms)).collect();
+        2 * added.iter().filter(|t| shown.contains(*t)).count() >= added.len()
+    };
+    let kept = match confidence {
+        None => (!backing.is_empty()).then_some(backing),
+        Some(sure) if sure < LEAST_CONFIDENCE || about_the_unmentioned(question, answer, unmentioned, &terms) => None,
+        Some(_) if !read_from_passages() => None,
+        Some(_) if backing.is_empty() => Some(cited),
+        Some(_) => Some(backing),
+    };
+    kept.filter(|citations| !contradicted_yes(question, answer, citations))
+}
+
+/// Whether `answer` says yes to a question put without a negation while every quote it rests on
+/// says "not": "Does t.test() assume equal variances? Yes", quoting "By default the R function
+/// does not assume equality of variances", is contradicted by its own evidence.
+fn contradicted_yes(question: &str, answer: &str, citations: &[Citation]) -> bool {
+    let says_yes =
+        answer.trim_start().split(|c: char| !c.is_alphanumeric()).next().is_some_and(|w| w.eq_ignore_ascii_case("yes"));
+    says_yes && !negates(question) && !citations.is_empty() && citations.iter().all(|c| negates(&c.quote))
+}
+
+/// Whether `text` holds a word that negates what it says.
+fn negates(text: &str) -> bool {
+    const NEGATIONS: [&str; 7] = ["not", "never", "cannot", "neither", "nor", "no", "without"];
+    let text = text.to_lowercase().replace('’', "'");
+    text.contains("n't ") || text.split(|c: char| !c.is_alphanumeric()).any(|w| NEGATIONS.contains(&w))
+}
+
+/// Whether the question names something no document holds (`unmentioned`) and the answer is a
+/// bare yes or no, or says something of that thing: nothing in the documents can support either.
+fn about_the_unmentioned(
+    question: &str,
+    answer: &str,
+    unmentioned: &[String],
+    terms: &impl Fn(&str) -> String,
+) -> bool {
+    let unheld: HashSet<String> = unmentioned.iter().flat_map(|w| term_set(w, terms)).collect();
+    !unheld.is_empty()
+        && (added_terms(question, answer, terms).is_empty()
+            || term_set(answer, terms).intersection(&unheld).next().is_some())
 }
 
 /// What `answer` adds to `question`, as search terms (`terms`: the index's analyser, which
@@ -414,8 +482,45 @@ pub fn declined_text(about: &str) -> String {
     format!("{DECLINE} {about}")
 }
 
-/// What a decline says the passages are about, when the model did not say: their documents in
-/// rank order, each with its pages.
+/// What a decline says the documents do say nearby: the sentence of the passages shown that
+/// holds the most of the question's terms (at least two, or all of a question of one; the first
+/// best by rank), with its document and page. None when no sentence comes that near.
+/// `terms` is the index's blind-term analyser.
+pub fn nearest_sentence(question: &str, sources: &[Source], terms: impl Fn(&str) -> String) -> Option<String> {
+    let asked = term_set(question, &terms);
+    let needed = asked.len().clamp(1, 2);
+    let mut best: Option<(usize, &Source, String)> = None;
+    for source in sources {
+        // A sentence a person reads as one: words, not a link list or a badge line.
+        for sentence in quotable_spans(&source.text).into_iter().filter(|s| reads_as_prose(s)) {
+            let shared = term_set(&sentence, &terms).intersection(&asked).count();
+            if shared >= needed && best.as_ref().is_none_or(|(n, _, _)| shared > *n) {
+                best = Some((shared, source, sentence));
+            }
+        }
+    }
+    let (_, source, sentence) = best?;
+    let name = std::path::Path::new(&source.path)
+        .file_name()
+        .map_or_else(|| source.path.clone(), |n| n.to_string_lossy().into_owned());
+    let place = match source.page {
+        Some(page) => format!("{name}, page {page}"),
+        None => name,
+    };
+    Some(format!("The nearest they come is {place}: “{sentence}”"))
+}
+
+/// Whether `sentence` reads as prose: four or more words of letters alone, and no link markup.
+fn reads_as_prose(sentence: &str) -> bool {
+    let wordy = sentence
+        .split_whitespace()
+        .filter(|w| w.trim_matches(|c: char| c.is_ascii_punctuation()).chars().all(char::is_alphabetic) && w.len() > 1)
+        .count();
+    wordy >= 4 && !sentence.contains("](") && !sentence.contains("://")
+}
+
+/// What a decline says the passages are about when no sentence comes near the question: their
+/// documents in rank order, each with its pages.
 pub fn about_sources(sources: &[Source]) -> String {
     let mut documents: Vec<(String, Vec<u32>)> = Vec::new();
     for s in sources {
@@ -454,13 +559,14 @@ pub fn about_sources(sources: &[Source]) -> String {
 }
 
 /// Pulls the value of the top-level `"answer"` string out of JSON that arrives piece by piece,
-/// decoding escapes, so the answer can be shown while the model is still writing it; a decline
-/// (`"not_in_sources"`) streams as `DECLINE` and its words.
+/// decoding escapes, so the answer can be shown while the model is still writing it, wherever
+/// the key comes in the object (after the citations' quotes, which may say "answer" themselves);
+/// a decline (`"not_in_sources"`) streams as `DECLINE` alone.
 #[derive(Debug, Default)]
 pub struct AnswerTextStream {
     state: StreamState,
-    /// Characters of the JSON seen so far outside the answer string (to find the key).
-    prefix: String,
+    /// Where the JSON outside the answer string stands.
+    json: JsonPlace,
     escape: Option<String>,
     /// A high surrogate waiting for its low half.
     surrogate: Option<u16>,
@@ -474,6 +580,131 @@ enum StreamState {
     Done,
 }
 
+/// Enough of a JSON reader to tell the top-level object's keys from everything else.
+#[derive(Debug, Default)]
+struct JsonPlace {
+    /// Objects and arrays open.
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// The string being read is a key of the top-level object.
+    reading_key: bool,
+    /// A key of the top-level object may come next (after `{` or `,` at depth 1).
+    key_next: bool,
+    /// The text of the top-level key being read, or of the last one read.
+    key: String,
+    /// The last top-level key was read and its `:` seen: its value comes next.
+    value_next: bool,
+}
+
+/// What one character of the JSON outside the answer string did.
+enum JsonStep {
+    Nothing,
+    /// The string value of this top-level key opens.
+    ValueOpens(String),
+}
+
+impl JsonPlace {
+    fn step(&mut self, c: char) -> JsonStep {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+                if self.reading_key {
+                    self.key.push(c);
+                }
+            } else if c == '\\' {
+                self.escaped = true;
+            } else if c == '"' {
+                self.in_string = false;
+            } else if self.reading_key {
+                self.key.push(c);
+            }
+            return JsonStep::Nothing;
+        }
+        match c {
+            '"' if self.depth == 1 && self.value_next => {
+                self.value_next = false;
+                self.in_string = true;
+                self.reading_key = false;
+                return JsonStep::ValueOpens(std::mem::take(&mut self.key));
+            }
+            '"' => {
+                self.in_string = true;
+                self.reading_key = self.depth == 1 && self.key_next;
+                if self.reading_key {
+                    self.key.clear();
+                    self.key_next = false;
+                }
+            }
+            ':' if self.depth == 1 => self.value_next = true,
+            '{' | '[' => {
+                self.depth += 1;
+                self.key_next = self.depth == 1 && c == '{';
+                self.value_next = false;
+            }
+            '}' | ']' => {
+                self.depth = self.depth.saturating_sub(1);
+                self.value_next = false;
+            }
+            ',' if self.depth == 1 => {
+                self.key_next = true;
+                self.value_next = false;
+            }
+            c if c.is_whitespace() => {}
+            _ => self.value_next = false,
+        }
+        JsonStep::Nothing
+    }
+}
+
+/// How sure the model was of its answer: the mean natural log of the probabilities of the
+/// three tokens of the answer's words (the "answer" string of `raw`, not its quotes) it was
+/// least sure of. An answer read from the passages is copied with near certainty; one the
+/// model supplies itself has a few tokens it hesitated over (BENCHMARKS.md, "How sure the
+/// model was"). None where the runner gives no probabilities (mistral.rs) or there is no
+/// answer string.
+pub fn answer_confidence(raw: &str, tokens: &[TokenProbability]) -> Option<f32> {
+    let (start, end) = answer_span(raw)?;
+    let mut before = 0;
+    let mut logs: Vec<f32> = Vec::new();
+    for token in tokens {
+        if token.end > start && before < end {
+            logs.push(token.probability.max(1e-9).ln());
+        }
+        before = token.end;
+    }
+    if logs.is_empty() {
+        return None;
+    }
+    logs.sort_by(f32::total_cmp);
+    let least = &logs[..logs.len().min(3)];
+    Some(least.iter().sum::<f32>() / least.len() as f32)
+}
+
+/// The byte range of the top-level "answer" string's content in `raw`.
+fn answer_span(raw: &str) -> Option<(usize, usize)> {
+    let mut place = JsonPlace::default();
+    let mut chars = raw.char_indices();
+    for (at, c) in chars.by_ref() {
+        if let JsonStep::ValueOpens(key) = place.step(c) {
+            if key == "answer" {
+                let start = at + c.len_utf8();
+                let mut escaped = false;
+                for (end, c) in raw[start..].char_indices() {
+                    match c {
+                        _ if escaped => escaped = false,
+                        '\\' => escaped = true,
+                        '"' => return Some((start, start + end)),
+                        _ => {}
+                    }
+                }
+                return None;
+            }
+        }
+    }
+    None
+}
+
 impl AnswerTextStream {
     /// Feeds raw JSON text; returns the answer text it completes (possibly empty).
     pub fn push(&mut self, raw: &str) -> String {
@@ -481,17 +712,16 @@ impl AnswerTextStream {
         for c in raw.chars() {
             match self.state {
                 StreamState::Done => break,
-                StreamState::SeekingKey => {
-                    self.prefix.push(c);
-                    if c == '"' && value_opens(&self.prefix, "\"answer\"") {
-                        self.state = StreamState::InAnswer;
-                    } else if c == '"' && value_opens(&self.prefix, "\"not_in_sources\"") {
-                        // A decline streams as it will be shown: the sentence, then the model's words.
+                StreamState::SeekingKey => match self.json.step(c) {
+                    JsonStep::ValueOpens(key) if key == "answer" => self.state = StreamState::InAnswer,
+                    JsonStep::ValueOpens(key) if key == "not_in_sources" => {
+                        // A decline streams its sentence; what the documents say nearby is
+                        // the engine's to add (`nearest_sentence`), once, when it is done.
                         out.push_str(DECLINE);
-                        out.push(' ');
-                        self.state = StreamState::InAnswer;
+                        self.state = StreamState::Done;
                     }
-                }
+                    _ => {}
+                },
                 StreamState::InAnswer => self.answer_char(c, &mut out),
             }
         }
@@ -543,15 +773,6 @@ impl AnswerTextStream {
     }
 }
 
-/// True when `prefix` ends with `key` (quoted), optional spaces, `:`, optional spaces and `"`,
-/// the key's first appearance (the top level of the object: it comes first).
-fn value_opens(prefix: &str, key: &str) -> bool {
-    let t = prefix.trim_end_matches('"').trim_end();
-    let Some(t) = t.strip_suffix(':') else { return false };
-    let t = t.trim_end();
-    t.ends_with(key) && !t[..t.len() - key.len()].contains(key)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -574,10 +795,24 @@ mod tests {
     }
 
     #[test]
-    fn a_decline_streams_as_it_is_shown() {
+    fn a_decline_streams_its_sentence_and_the_rest_follows_once() {
         let raw = r#"{"not_in_sources": "FASTA \"options\""}"#;
-        assert_eq!(stream_in_pieces(raw, 2), format!("{DECLINE} FASTA \"options\""));
-        assert_eq!(declined_text("FASTA \"options\""), stream_in_pieces(raw, 5));
+        for piece in 1..8 {
+            assert_eq!(stream_in_pieces(raw, piece), DECLINE, "piece size {piece}");
+        }
+        // What the decline says more starts after what streamed.
+        assert!(declined_text("The nearest they come is a.pdf.").starts_with(DECLINE));
+    }
+
+    #[test]
+    fn the_answer_streams_when_it_comes_after_quotes_that_name_it() {
+        let raw = r#"{"citations": [{"quote": "The \"answer\": 42 is given.", "chunk": 1}], "answer": "It is 42."}"#;
+        for piece in 1..8 {
+            assert_eq!(stream_in_pieces(raw, piece), "It is 42.", "piece size {piece}");
+        }
+        // A nested object's "answer" key is not the reply's.
+        let nested = r#"{"citations": [{"answer": "no", "chunk": 1}], "answer": "yes"}"#;
+        assert_eq!(stream_in_pieces(nested, 3), "yes");
     }
 
     #[test]
@@ -704,6 +939,80 @@ mod tests {
         assert!(supporting(q, "Yes.", &java, says_yes(), blinded).is_empty());
     }
 
+    /// `supported` over passages holding the tests' quotes and the is.nan sentence.
+    fn supported_in(
+        q: &str,
+        answer: &str,
+        unmentioned: &[String],
+        confidence: Option<f32>,
+        cited: Vec<Citation>,
+        terms: impl Fn(&str) -> String,
+    ) -> Option<Vec<Citation>> {
+        let passage = "Missing values are marked NA. The function is.nan tests for NaN. \
+            By default the R function does not assume equality of variances in the two samples.";
+        supported(q, answer, unmentioned, confidence, &[passage], cited, terms)
+    }
+
+    /// An answer the model was sure of but that the passages shown do not hold (what it knows by
+    /// heart) is withdrawn; one they hold is given.
+    #[test]
+    fn an_answer_the_passages_shown_do_not_hold_is_withdrawn_however_sure() {
+        let passages = ["The FASTA programs compare sequences. Results are printed as tables."];
+        let cite = || vec![cited("The FASTA programs compare sequences.")];
+        let sure = Some(-0.05);
+        let q = "What is the capital of France?";
+        assert_eq!(supported(q, "Paris", &[], sure, &passages, cite(), words), None);
+        let q = "What do the FASTA programs compare?";
+        assert!(supported(q, "sequences", &[], sure, &passages, cite(), words).is_some());
+        // Half of what it adds is enough: a sentence around the fact.
+        assert!(supported(q, "They compare sequences as tables.", &[], sure, &passages, cite(), words).is_some());
+        assert_eq!(supported(q, "They compare proteins quickly.", &[], sure, &passages, cite(), words), None);
+    }
+
+    /// With the model's confidence, an unsure answer is withdrawn whatever its quote holds, and a
+    /// sure one is kept with its citations even where its quote shares no word with it; without
+    /// it, the quotes decide. An answer about what no document names goes either way.
+    #[test]
+    fn how_sure_the_model_was_decides_whether_an_answer_is_given() {
+        let q = "Which function tests for NaN values in R?";
+        let unrelated = || vec![cited("Missing values are marked NA.")];
+        let holding = || vec![cited("The function is.nan tests for NaN."), cited("Missing values are marked NA.")];
+        let sure = Some(LEAST_CONFIDENCE / 4.0);
+        let unsure = Some(LEAST_CONFIDENCE * 2.0);
+        let quotes = |kept: Option<Vec<Citation>>| kept.map(|k| k.into_iter().map(|c| c.quote).collect::<Vec<_>>());
+        assert_eq!(
+            quotes(supported_in(q, "is.nan()", &[], sure, unrelated(), words)),
+            Some(vec!["Missing values are marked NA.".into()])
+        );
+        assert_eq!(
+            quotes(supported_in(q, "is.nan()", &[], sure, holding(), words)),
+            Some(vec!["The function is.nan tests for NaN.".into()])
+        );
+        assert_eq!(supported_in(q, "is.nan()", &[], unsure, holding(), words), None);
+        assert_eq!(supported_in(q, "is.nan()", &[], None, unrelated(), words), None);
+        assert!(supported_in(q, "is.nan()", &[], None, holding(), words).is_some());
+        let q = "Does R have a Java interface?";
+        assert_eq!(supported_in(q, "No.", &["Java".to_string()], sure, holding(), words), None);
+        // A "yes" its own quote says "not" to is withdrawn, however sure; a "no" to it is given.
+        let q = "Does R's t.test() assume by default that the two samples have equal variances?";
+        let negating =
+            || vec![cited("By default the R function does not assume equality of variances in the two samples.")];
+        assert_eq!(supported_in(q, "Yes", &[], sure, negating(), words), None);
+        assert!(supported_in(q, "No, it does not.", &[], sure, negating(), words).is_some());
+        assert!(supported_in(
+            q,
+            "Yes",
+            &[],
+            sure,
+            vec![cited("The t.test function assumes equal variances by default.")],
+            words
+        )
+        .is_some());
+        // A question that itself says "not" is answered yes by a "not" quote.
+        let q = "Is it true that t.test() does not assume equal variances?";
+        assert!(supported_in(q, "Yes", &[], sure, negating(), words).is_some());
+    }
+
     #[test]
     fn an_answer_that_says_the_sources_do_not_say_is_a_decline() {
         assert!(says_not_in_sources("None of the sources mentions: moons."));
@@ -739,6 +1048,61 @@ mod tests {
             "The closest passages are from fasta_guide.pdf (pages 3, 12), 4ti2_manual.pdf (page 56) and notify-README.md."
         );
         assert_eq!(about_sources(&sources[1..2]), "The closest passages are from 4ti2_manual.pdf (page 56).");
+    }
+
+    /// A decline says what the documents do say nearby: the sentence sharing the most of the
+    /// question's terms, with its document and page; none when no sentence shares two.
+    #[test]
+    fn a_decline_quotes_the_nearest_sentence_the_documents_hold() {
+        let with_text = |path: &str, page, text: &str| Source { text: text.into(), ..placed(path, page) };
+        let sources = [
+            with_text("/d/gnuplot.pdf", Some(40), "Plots are drawn by the plot command. Colours come from the palette."),
+            with_text(
+                "/d/gnuplot.pdf",
+                Some(133),
+                "The isosamples command sets the number of isolines. By default a parametric surface is drawn with 10 isolines.",
+            ),
+        ];
+        let question = "What is the default number of isolines for a parametric surface?";
+        assert_eq!(
+            nearest_sentence(question, &sources, words).as_deref(),
+            Some("The nearest they come is gnuplot.pdf, page 133: “By default a parametric surface is drawn with 10 isolines.”")
+        );
+        assert_eq!(nearest_sentence("Which font does the terminal use?", &sources, words), None);
+        // A link line is not what a person reads as what the documents say.
+        let links = [with_text(
+            "/d/README.md",
+            None,
+            "[isolines docs](https://example.org/isolines) default parametric surface",
+        )];
+        assert_eq!(nearest_sentence(question, &links, words), None);
+    }
+
+    /// The confidence is read over the answer's own tokens: its quotes and keys, however unsure,
+    /// do not count; the three least sure tokens of the answer do.
+    #[test]
+    fn an_answers_confidence_is_its_three_least_sure_tokens() {
+        let raw = r#"{"answer": "It is 10.", "citations": [{"quote": "The answer is 10.", "chunk": 1}]}"#;
+        let start = raw.find("It").unwrap();
+        let end = raw.find(".\"").unwrap() + 1;
+        // One token per character, sure of all but three of the answer's and of the quote's.
+        let tokens: Vec<TokenProbability> = (1..=raw.len())
+            .map(|end_at| {
+                let probability = match end_at - 1 {
+                    i if i == start + 3 => 0.5,
+                    i if i == start + 4 => 0.25,
+                    i if i == end - 1 => 0.125,
+                    i if i > end + 20 => 0.01,
+                    _ => 1.0,
+                };
+                TokenProbability { end: end_at, probability }
+            })
+            .collect();
+        let expected = (0.5f32.ln() + 0.25f32.ln() + 0.125f32.ln()) / 3.0;
+        let got = answer_confidence(raw, &tokens).unwrap();
+        assert!((got - expected).abs() < 1e-5, "{got} vs {expected}");
+        assert_eq!(answer_confidence(r#"{"not_in_sources": "x"}"#, &tokens), None);
+        assert_eq!(answer_confidence(raw, &[]), None);
     }
 
     /// Words, lowercased, as the terms of the test (the index's analyser does more).

@@ -127,7 +127,7 @@ impl Engine {
         }
         let (generation, speculation) = generated?;
         on_event(Event::AnswerFinished);
-
+        let confidence = answer::answer_confidence(&generation.text, &generation.token_probabilities);
         let raw: answer::RawReply = serde_json::from_str(&generation.text).with_context(|| {
             format!(
                 "the model's answer is not complete JSON (finish reason: {}); \
@@ -136,33 +136,32 @@ impl Engine {
             )
         })?;
         let terms = |text: &str| self.kb.blind_terms(text);
-        // A decline, the model's or the support check's, cites nothing and says what was found.
+        // A decline, the model's or the engine's, cites nothing and says what the documents say
+        // nearest the question.
+        let nearby =
+            || answer::nearest_sentence(question, &sources, terms).unwrap_or_else(|| answer::about_sources(&sources));
+        let declined = |unsupported_answer: Option<String>| {
+            let about = nearby();
+            (answer::declined_text(&about), Some(Declined { about, unsupported_answer }), Vec::new())
+        };
         let (text, declined, citations) = match raw {
-            answer::RawReply::Declined { not_in_sources } => {
-                // Words of the model's own, else (nothing, or the prompt's "..." copied) the documents.
-                let about = match not_in_sources.trim() {
-                    said if said.chars().any(char::is_alphabetic) => said.to_owned(),
-                    _ => answer::about_sources(&sources),
-                };
-                (answer::declined_text(&about), Some(Declined { about, unsupported_answer: None }), Vec::new())
-            }
+            answer::RawReply::Declined { .. } => declined(None),
             // "None of the sources mentions Java." is a decline, in the model's words.
             answer::RawReply::Answer(raw) if self.config.declines && answer::says_not_in_sources(&raw.answer) => {
-                let about = raw.answer.trim().to_owned();
-                (answer::declined_text(&about), Some(Declined { about, unsupported_answer: None }), Vec::new())
+                declined(None)
             }
             answer::RawReply::Answer(raw) => {
                 let cited = answer::cite(&raw, question, &sources, &hits, terms)?;
-                let supporting = match self.config.declines {
-                    true => answer::supporting(question, &raw.answer, &unmentioned, cited, terms),
-                    false => cited,
+                let kept = match self.config.declines {
+                    true => {
+                        let passages: Vec<&str> = sources.iter().map(|s| s.text.as_str()).collect();
+                        answer::supported(question, &raw.answer, &unmentioned, confidence, &passages, cited, terms)
+                    }
+                    false => Some(cited),
                 };
-                if supporting.is_empty() {
-                    let about = answer::about_sources(&sources);
-                    let text = answer::declined_text(&about);
-                    (text, Some(Declined { about, unsupported_answer: Some(raw.answer) }), supporting)
-                } else {
-                    (raw.answer, None, supporting)
+                match kept {
+                    Some(citations) => (raw.answer, None, citations),
+                    None => declined(Some(raw.answer)),
                 }
             }
         };
@@ -183,6 +182,7 @@ impl Engine {
                 first_word: first_word.unwrap_or_else(|| asked.elapsed()),
                 total: asked.elapsed(),
             },
+            confidence,
         };
         // Every caller (the app, the CLI, the local API) keeps the same history. An answer that
         // cannot be kept (a full disk) is still the answer: the user is told, not failed.

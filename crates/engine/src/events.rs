@@ -129,7 +129,8 @@ pub struct Citation {
 /// model said or as the support check found (`answer::supporting`).
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, TS)]
 pub struct Declined {
-    /// What the passages found are about: the model's words, or their documents and pages.
+    /// What the documents say nearest the question (a sentence, its document and page), or
+    /// where the passages found are from.
     pub about: String,
     /// The answer the model wrote that no passage it cited supports, withdrawn (shown, if at
     /// all, as that); none when the model itself declined.
@@ -151,6 +152,10 @@ pub struct Answer {
     pub speculation: Option<SpeculationStats>,
     /// Where the wait went, from the moment the question was given.
     pub timing: AnswerTiming,
+    /// How sure the model was of the answer's words (`answer::answer_confidence`: the mean log
+    /// probability of its three least sure tokens, 0 for certain); none from mistral.rs. An
+    /// answer below `answer::LEAST_CONFIDENCE` is withdrawn.
+    pub confidence: Option<f32>,
 }
 
 /// Where the wait for an answer went, each figure from the moment the question was given or

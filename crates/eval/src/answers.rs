@@ -14,6 +14,10 @@
 //! `"facts": ["SIGTTIN", "five minutes|5 minutes"]` (optional) names what a right answer must
 //! say: every entry, each a choice of spellings split by `|`, found in the answer (case aside,
 //! not inside a longer word). Questions with facts are scored "right fact" beside gold page.
+//!
+//! `"kind": "list"` (optional) names what sort of question it is (a look-up, a list, a two-step
+//! question, one in a non-expert's words, an unanswerable "why"…); the report gives each kind's
+//! figures beside the totals.
 
 use std::path::Path;
 
@@ -22,6 +26,9 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct AnswerCase {
+    /// What sort of question it is, for the report's breakdown (see the module's comment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     pub question: String,
     /// The answer a person would accept (short; compared word by word, for information only);
     /// empty for an unanswerable question.
@@ -128,6 +135,9 @@ pub struct AnswerOutcome {
     #[serde(default)]
     pub first_word_s: f64,
     pub decode_tokens_per_s: f64,
+    /// How sure the model was of its answer's words (the engine's `Answer::confidence`).
+    #[serde(default)]
+    pub confidence: Option<f32>,
 }
 
 /// The per-question verdicts the report counts.
@@ -327,12 +337,55 @@ pub fn report(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Answe
     }
 }
 
+/// One kind of question's figures (`AnswerCase::kind`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KindFigures {
+    pub kind: String,
+    pub questions: usize,
+    /// Answerable questions: said every fact, citing a gold page (a question without facts: a
+    /// gold page alone); unanswerable ones: declined.
+    pub right: f64,
+    /// Declined: a miss for an answerable kind, the right outcome for an unanswerable one.
+    pub declined: f64,
+}
+
+/// Each kind's figures, in the order kinds first appear (questions without a kind aside).
+pub fn by_kind(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Vec<KindFigures> {
+    let mut kinds: Vec<&str> = Vec::new();
+    for (case, _, _) in outcomes {
+        if let Some(kind) = case.kind.as_deref().filter(|k| !kinds.contains(k)) {
+            kinds.push(kind);
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|kind| {
+            let rows: Vec<_> = outcomes.iter().filter(|(c, _, _)| c.kind.as_deref() == Some(kind)).collect();
+            let n = rows.len() as f64;
+            let right = rows
+                .iter()
+                .filter(|(c, _, v)| match c.unanswerable {
+                    true => v.declined,
+                    false => v.cites_gold_page && (c.facts.is_empty() || v.right_fact),
+                })
+                .count();
+            KindFigures {
+                kind: kind.to_string(),
+                questions: rows.len(),
+                right: right as f64 / n,
+                declined: rows.iter().filter(|(_, _, v)| v.declined).count() as f64 / n,
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn case(document: &str, pages: &[u32]) -> AnswerCase {
         AnswerCase {
+            kind: None,
             question: "q".into(),
             answer: "glpk and gmp".into(),
             unanswerable: false,
@@ -360,6 +413,7 @@ mod tests {
             time_to_first_token_s: 2.0,
             first_word_s: 2.5,
             decode_tokens_per_s: 10.0,
+            confidence: None,
         }
     }
 
@@ -502,6 +556,36 @@ mod tests {
         assert_eq!(r.with_facts, 3);
         assert_eq!(r.right_fact, 2.0 / 3.0);
         assert_eq!(r.right_fact_and_gold_page, 1.0 / 3.0);
+    }
+
+    #[test]
+    fn each_kind_is_scored_by_what_is_right_for_it() {
+        let mut list = case("a.pdf", &[1]);
+        list.kind = Some("list".into());
+        list.facts = vec!["GLPK".into(), "GMP".into()];
+        let mut why = AnswerCase { unanswerable: true, answer: String::new(), ..case("a.pdf", &[]) };
+        why.kind = Some("unanswerable-why".into());
+        let whole = outcome(vec![cited("/a.pdf", Some(1), true, true)]);
+        let mut half = whole.clone();
+        half.answer = Some("You need GLPK.".into());
+        let declined = AnswerOutcome { declined: true, ..outcome(vec![]) };
+        let unkinded = case("a.pdf", &[1]);
+        let rows: Vec<_> =
+            [(&list, whole.clone()), (&list, half), (&why, declined), (&why, whole), (&unkinded, outcome(vec![]))]
+                .into_iter()
+                .map(|(c, o)| {
+                    let v = judge(c, &o);
+                    (c, o, v)
+                })
+                .collect();
+        let kinds = by_kind(&rows);
+        assert_eq!(
+            kinds,
+            [
+                KindFigures { kind: "list".into(), questions: 2, right: 0.5, declined: 0.0 },
+                KindFigures { kind: "unanswerable-why".into(), questions: 2, right: 0.5, declined: 0.5 },
+            ]
+        );
     }
 
     #[test]

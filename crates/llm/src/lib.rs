@@ -65,4 +65,15 @@ pub struct GenerationStats {
 pub struct Generation {
     pub text: String,
     pub stats: GenerationStats,
+    /// How sure the model was of each token of `text`, in order (Quire's decoder; empty on
+    /// mistral.rs, which does not say).
+    pub token_probabilities: Vec<TokenProbability>,
+}
+
+/// One token of a reply: where its text ends in the reply (bytes), and the probability the model
+/// gave it over its whole vocabulary, before any grammar narrowed the choice.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenProbability {
+    pub end: usize,
+    pub probability: f32,
 }

@@ -256,7 +256,7 @@ impl Llm {
                 .unwrap_or(prompt_tokens as f32 / time_to_first_token.as_secs_f32().max(1e-3)),
             finish_reason,
         };
-        Ok(Generation { text, stats })
+        Ok(Generation { text, stats, token_probabilities: Vec::new() })
     }
 
     /// Tokens of the request's prompt with the chat template applied.

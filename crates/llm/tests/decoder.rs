@@ -225,6 +225,14 @@ fn speculative_equals_plain(decoder: &Decoder) {
         let (plain, out) = (&runs[0], &runs[1]);
         let stats = &out.speculation;
         assert_eq!(out.tokens, plain.tokens, "{user}: {:?}\nvs plain {:?}", out.generation.text, plain.generation.text);
+        // How sure the model was of each token (the answer's confidence) does not depend on
+        // which step took it: drafts verified in a batch get the bits a step of one gives.
+        let sure = &plain.generation.token_probabilities;
+        assert_eq!(sure.len(), plain.tokens.len());
+        assert!(sure.iter().all(|t| t.probability > 0.0 && t.probability <= 1.0), "{sure:?}");
+        assert_eq!(sure.last().map(|t| t.end), Some(plain.generation.text.len()), "the tokens end where the text does");
+        assert!(sure.windows(2).all(|w| w[0].end <= w[1].end));
+        assert_eq!(&out.generation.token_probabilities, sure, "{user}: the speculative run's probabilities differ");
         let steps = plain.speculation.verify_steps;
         assert!(
             steps == plain.tokens.len() || steps == plain.tokens.len() + 1,

@@ -43,8 +43,8 @@ pub fn load(collection: &str, key_id: &str) -> Result<Option<DataKey>, VaultErro
     }
 }
 
-/// The local API's bearer token: the one in the keychain, or a new random one stored there.
-pub fn api_token() -> Result<String, VaultError> {
+/// The local API's bearer token in the keychain: the one there, or a new random one stored there.
+pub(crate) fn api_token() -> Result<String, VaultError> {
     let entry = keyring::Entry::new(SERVICE, "local API token").map_err(unavailable)?;
     match entry.get_password() {
         Ok(token) if token.len() >= 32 => Ok(token),

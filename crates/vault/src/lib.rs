@@ -31,9 +31,8 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
-pub use keychain::api_token;
 pub use passphrase::Secret;
-pub use store::{write_private, KeyAccess, KeyInfo, KeyStore, Vault};
+pub use store::{api_token, write_private, KeyAccess, KeyInfo, KeyStore, Vault};
 
 /// What can go wrong opening sealed data or getting a key; each message says what to do.
 #[derive(Debug, thiserror::Error)]

@@ -366,6 +366,34 @@ impl Vault {
     }
 }
 
+/// The local API's bearer token, kept as the data key of a library in `dir` opened with
+/// `access` is: sealed under the passphrase in `dir` (`api-token.json`) when `access` has one,
+/// else in the OS keychain. A new random token is made and kept the first time.
+pub fn api_token(dir: &Path, access: &KeyAccess) -> Result<String, VaultError> {
+    let Some(pass) = &access.passphrase else { return keychain::api_token() };
+    const PURPOSE: &str = "local API token";
+    let path = dir.join("api-token.json");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let wrapped: passphrase::WrappedKey = serde_json::from_str(&text).map_err(|e| {
+                VaultError::Other(format!("{} is damaged ({e}); delete it to make a new token", path.display()))
+            })?;
+            Ok(hex::encode(passphrase::unwrap(&wrapped, pass, PURPOSE)?.bytes()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let token = DataKey::random();
+            let wrapped = passphrase::wrap(&token, pass, PURPOSE)?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| VaultError::Other(format!("cannot make {}: {e}", dir.display())))?;
+            let text = serde_json::to_string_pretty(&wrapped).expect("serialisable");
+            write_private(&path, text.as_bytes())
+                .map_err(|e| VaultError::Other(format!("cannot write {}: {e}", path.display())))?;
+            Ok(hex::encode(token.bytes()))
+        }
+        Err(e) => Err(VaultError::Other(format!("cannot read {}: {e}", path.display()))),
+    }
+}
+
 /// Writes a file only its owner can read (on Unix; elsewhere the folder's permissions apply),
 /// synced to disk: key manifests and key backups.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

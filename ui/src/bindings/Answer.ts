@@ -22,4 +22,10 @@ speculation: SpeculationStats | null,
 /**
  * Where the wait went, from the moment the question was given.
  */
-timing: AnswerTiming, };
+timing: AnswerTiming, 
+/**
+ * How sure the model was of the answer's words (`answer::answer_confidence`: the mean log
+ * probability of its three least sure tokens, 0 for certain); none from mistral.rs. An
+ * answer below `answer::LEAST_CONFIDENCE` is withdrawn.
+ */
+confidence: number | null, };

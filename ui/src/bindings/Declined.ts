@@ -6,7 +6,8 @@
  */
 export type Declined = { 
 /**
- * What the passages found are about: the model's words, or their documents and pages.
+ * What the documents say nearest the question (a sentence, its document and page), or
+ * where the passages found are from.
  */
 about: string, 
 /**

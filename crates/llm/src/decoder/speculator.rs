@@ -17,7 +17,7 @@ use super::{
     SOURCES,
 };
 use crate::thermal::{PowerState, Throttle};
-use crate::{Generation, GenerationRequest, GenerationStats};
+use crate::{Generation, GenerationRequest, GenerationStats, TokenProbability};
 
 /// A drafted token: who proposed it and, for sampled model drafts, the draft distribution.
 struct Draft {
@@ -35,6 +35,9 @@ struct Run {
     rng: StdRng,
     temperature: Option<f32>,
     stop_tokens: Vec<u32>,
+    /// The probability the target gave each token of the reply (over the whole vocabulary, at
+    /// temperature 1, before any grammar), in order.
+    probabilities: Vec<f32>,
 }
 
 /// A processed prompt, ready for its reply: the tokens, their cache, and when the request began.
@@ -74,6 +77,7 @@ impl Decoder {
             rng: StdRng::seed_from_u64(seed),
             temperature: request.temperature.map(|t| t as f32).filter(|t| *t > 0.0),
             stop_tokens: self.text.stop.clone(),
+            probabilities: Vec::new(),
         };
         let mut stream = text::TextStream::default();
         let mut first_text: Option<Duration> = None;
@@ -94,6 +98,7 @@ impl Decoder {
         stats.decode_tokens_per_sec = per_second(generated.len(), decode_time);
         let text = self.text.decode(&generated)?;
         let generation = Generation {
+            token_probabilities: self.token_probabilities(&generated, &run.probabilities, text.len()),
             text,
             stats: GenerationStats {
                 prompt_tokens: prompt.len(),
@@ -107,6 +112,20 @@ impl Decoder {
             },
         };
         Ok((Decoded { generation, tokens: generated, speculation: stats }, run.cache))
+    }
+
+    /// Each of `tokens` with where its text ends in the reply (`len` bytes in all) and its
+    /// `probabilities`. A token ending inside a character counts up to where the text has got.
+    fn token_probabilities(&self, tokens: &[u32], probabilities: &[f32], len: usize) -> Vec<TokenProbability> {
+        let mut end = 0;
+        (1..=tokens.len())
+            .zip(probabilities)
+            .map(|(n, &probability)| {
+                let so_far = self.text.decode(&tokens[..n]).map_or(end, |t| t.trim_end_matches('\u{fffd}').len());
+                end = so_far.clamp(end, len);
+                TokenProbability { end, probability }
+            })
+            .collect()
     }
 
     /// The decode loop. `on_step` sees the run after each verify step and returns false to
@@ -203,22 +222,22 @@ impl Decoder {
                         let d = &drafts[i];
                         accepted += 1;
                         speculator.stats.source_mut(d.source).accepted += 1;
-                        if self.take(run, d.token)? {
+                        if self.take(run, d.token, token_probability(row, d.token))? {
                             run.cache.truncate(base + 1 + accepted);
                             on_step(run)?;
                             return Ok("stop".into());
                         }
                     }
                     Err(token) => {
-                        next = Some(token);
+                        next = Some((token, token_probability(row, token)));
                         break;
                     }
                 }
             }
             run.cache.truncate(base + 1 + accepted);
             speculator.record(&drafts, accepted, generated, choice, step_started.elapsed());
-            let token = next.expect("a verify step always yields a token");
-            let ended = self.take(run, token)?;
+            let (token, probability) = next.expect("a verify step always yields a token");
+            let ended = self.take(run, token, probability)?;
             if !on_step(run)? {
                 return Ok("cancelled".into());
             }
@@ -229,12 +248,14 @@ impl Decoder {
         }
     }
 
-    /// Appends a chosen token; true when it ends the reply (a stop token, or the grammar is done).
-    fn take(&self, run: &mut Run, token: u32) -> Result<bool> {
+    /// Appends a chosen token, with the probability the target gave it; true when it ends the
+    /// reply (a stop token, or the grammar is done).
+    fn take(&self, run: &mut Run, token: u32, probability: f32) -> Result<bool> {
         if run.stop_tokens.contains(&token) {
             return Ok(true);
         }
         run.tokens.push(token);
+        run.probabilities.push(probability);
         if let Some(m) = run.matcher.as_mut() {
             m.consume_token(token).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
             return Ok(m.is_stopped());
@@ -491,4 +512,11 @@ fn per_second(tokens: usize, time: Duration) -> f32 {
     } else {
         0.0
     }
+}
+
+/// The probability softmax gives `token` over the whole `row` of logits (at temperature 1).
+fn token_probability(row: &[f32], token: u32) -> f32 {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
+    row.get(token as usize).map_or(0.0, |&v| (v - max).exp() / sum)
 }
