@@ -43,3 +43,12 @@ cargo build --release --workspace
 # 4. The default models.
 "$CARGO_TARGET_DIR/release/quire" models fetch
 "$CARGO_TARGET_DIR/release/quire" models
+
+# 5. The manuals the full tier's window test reads (tools/manuals-docs.sh, checked by sha256):
+#    Debian's documentation packages, fetched with apt-get download; a machine whose package
+#    lists were never read reads them first.
+if ! bash tools/manuals-docs.sh; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  bash tools/manuals-docs.sh
+fi

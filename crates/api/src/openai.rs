@@ -63,24 +63,11 @@ fn content(answer: &Answer) -> String {
 }
 
 /// What a streamed reply ends with once the answer is in, after `streamed`: its sources; for a
-/// decline, what of it has not streamed yet (`decline_tail`).
+/// decline, what of it has not streamed yet (`quire_engine::rest_of_decline`).
 pub(crate) fn stream_tail(answer: &Answer, streamed: &str) -> String {
     match &answer.declined {
         None => format!("\n\n{}", sources_text(answer)),
-        Some(d) => decline_tail(&answer.text, d.unsupported_answer.is_some(), streamed),
-    }
-}
-
-/// The rest of a decline `text` after `streamed`: a decline streams its first sentence, and the
-/// rest (what the documents say nearby) follows once, not the whole again; an answer that
-/// streamed and was then held back is said to be so before the decline.
-fn decline_tail(text: &str, held_back: bool, streamed: &str) -> String {
-    if held_back {
-        return format!("\n\n(Not given: the passages do not bear this out.)\n\n{text}");
-    }
-    match text.strip_prefix(streamed.trim()) {
-        Some(rest) => rest.to_string(),
-        None => format!("\n\n{text}"),
+        Some(d) => quire_engine::rest_of_decline(&answer.text, d.unsupported_answer.is_some(), streamed),
     }
 }
 
@@ -104,18 +91,6 @@ pub(crate) fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A decline is said once: the sentence that streamed, then only the rest.
-    #[test]
-    fn a_streamed_decline_is_not_said_twice() {
-        let text = "Your documents don't say. The nearest they come is a.pdf, page 3: “It is red.”";
-        let tail = decline_tail(text, false, "Your documents don't say.");
-        assert_eq!(tail, " The nearest they come is a.pdf, page 3: “It is red.”");
-        assert_eq!(format!("Your documents don't say.{tail}"), text);
-        // An answer that streamed and was held back: said so, then the decline whole.
-        let tail = decline_tail(text, true, "It is blue.");
-        assert!(tail.contains("Not given") && tail.ends_with(text), "{tail}");
-    }
 
     #[test]
     fn message_content_as_text_or_parts() {

@@ -685,17 +685,11 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
     }
     match &answer.declined {
         Some(declined) => {
-            // The model's answer was already printed as it came: say it is not given. A decline
-            // streamed its first sentence: the rest follows once.
-            match answer.text.strip_prefix(streamed.trim()) {
-                Some(rest) if declined.unsupported_answer.is_none() => println!("{rest}"),
-                _ => {
-                    if declined.unsupported_answer.is_some() {
-                        println!("\n\n(Not given: the passages do not bear this out.)");
-                    }
-                    println!("\n{}", answer.text);
-                }
-            }
+            // What streamed was the decline's first sentence, or an answer then withdrawn.
+            println!(
+                "{}",
+                quire_engine::rest_of_decline(&answer.text, declined.unsupported_answer.is_some(), &streamed)
+            );
             println!();
             println!("Passages read:");
             for s in &answer.sources {

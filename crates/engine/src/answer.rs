@@ -477,6 +477,20 @@ pub fn says_not_in_sources(answer: &str) -> bool {
     SAYINGS.iter().any(|s| answer.contains(s))
 }
 
+/// What a front end that streamed `streamed` (the answer's text as it came) still has to say of
+/// a decline `text` once it is in: a decline streams its first sentence, and the rest (what the
+/// documents say nearby) follows once, not the whole again; an answer that streamed and was then
+/// withdrawn (`held_back`) is said not to be given, before the decline.
+pub fn rest_of_decline(text: &str, held_back: bool, streamed: &str) -> String {
+    if held_back {
+        return format!("\n\n(Not given: the passages do not bear this out.)\n\n{text}");
+    }
+    match text.strip_prefix(streamed.trim()) {
+        Some(rest) => rest.to_string(),
+        None => format!("\n\n{text}"),
+    }
+}
+
 /// The text of a decline: `DECLINE` and what the passages are about.
 pub fn declined_text(about: &str) -> String {
     format!("{DECLINE} {about}")
@@ -802,6 +816,18 @@ mod tests {
         }
         // What the decline says more starts after what streamed.
         assert!(declined_text("The nearest they come is a.pdf.").starts_with(DECLINE));
+    }
+
+    /// A decline is said once: the sentence that streamed, then only the rest.
+    #[test]
+    fn a_streamed_decline_is_not_said_twice() {
+        let text = "Your documents don't say. The nearest they come is a.pdf, page 3: “It is red.”";
+        let rest = rest_of_decline(text, false, DECLINE);
+        assert_eq!(rest, " The nearest they come is a.pdf, page 3: “It is red.”");
+        assert_eq!(format!("{DECLINE}{rest}"), text);
+        // An answer that streamed and was withdrawn: said so, then the decline whole.
+        let rest = rest_of_decline(text, true, "It is blue.");
+        assert!(rest.contains("Not given") && rest.ends_with(text), "{rest}");
     }
 
     #[test]
