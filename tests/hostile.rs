@@ -339,6 +339,9 @@ fn a_full_disk_is_said_plainly_and_the_ingestion_resumes() {
         used=$(du -sk "$QUIRE_HOME" | cut -f1)
         mount -o remount,size=$((used + 400))k "$QUIRE_HOME"
         "$1" ingest "$3"; echo "FULL EXIT $?"
+        cat /dev/zero > "$QUIRE_HOME/filler" 2>/dev/null
+        "$1" remove "$2/note-00.md"; echo "REMOVE EXIT $?"
+        rm "$QUIRE_HOME/filler"
         mount -o remount,size=200m "$QUIRE_HOME"
         "$1" ingest; echo "RESUMED EXIT $?"
         "$1" list | tail -n 1
@@ -356,6 +359,11 @@ fn a_full_disk_is_said_plainly_and_the_ingestion_resumes() {
     assert!(full.contains(&format!("the disk that holds {}", home.data_dir().display())), "{full}");
     assert!(full.contains("needs about") && full.contains("`quire ingest`"), "{full}");
     assert!(!err.contains("lance error"), "LanceDB's own words shown: {err}");
+    // A removal on the full disk fails plainly and loses nothing (the note is still listed below).
+    assert!(said.contains("REMOVE EXIT 1"), "{said}{err}");
+    let removal = err.lines().find(|l| l.contains("was not removed")).unwrap_or_else(|| panic!("{err}"));
+    assert!(removal.contains("is full") && removal.contains("nothing is lost"), "{removal}");
+    assert!(!err.contains("LanceError"), "LanceDB's own words shown: {err}");
     assert!(said.contains("RESUMED EXIT 0"), "{said}{err}");
     assert!(said.contains("303 documents"), "{said}");
     assert!(said.contains("buoy-137.md"), "{said}");
@@ -667,6 +675,15 @@ fn table_files(home: &QuireHome, table: &str, which: &str) -> Vec<std::path::Pat
     files
 }
 
+/// A passphrase library of `write_notes`' twelve notes, indexed; the notes' folder.
+fn twelve_notes_indexed(passphrase: &str) -> (QuireHome, tempfile::TempDir) {
+    let home = QuireHome::with_passphrase(QUIRE, passphrase);
+    let docs = tempfile::tempdir().unwrap();
+    write_notes(docs.path(), 12);
+    assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
+    (home, docs)
+}
+
 /// Damaged index files (the probe: bytes flipped in the chunk table's data files stopped every
 /// search with LanceDB's "corrupt file" error; 16 bytes in the newest manifest stopped every
 /// command, one of them with a panic): the damage is named with the way out, `quire check` says
@@ -674,10 +691,7 @@ fn table_files(home: &QuireHome, table: &str, which: &str) -> Vec<std::path::Pat
 /// documents on disk, keeping the damaged files aside.
 #[test]
 fn damaged_index_files_are_named_and_repaired_from_the_documents() {
-    let home = QuireHome::with_passphrase(QUIRE, "repair test");
-    let docs = tempfile::tempdir().unwrap();
-    write_notes(docs.path(), 12);
-    assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
+    let (home, docs) = twelve_notes_indexed("repair test");
     let searches: [&[&str]; 2] = [
         &["search", "heron feeding near the reed bed", "--mode", "bm25", "--limit", "10"],
         &["search", "which animal was tagged", "--mode", "dense", "--limit", "10"],
@@ -703,13 +717,17 @@ fn damaged_index_files_are_named_and_repaired_from_the_documents() {
     let check = home.quire(&["check"]);
     assert_eq!(check.status.code(), Some(1));
     let said = text(&check.stdout);
-    assert!(said.contains("chunks     DAMAGED") && said.contains("documents  reads whole"), "{said}");
+    assert!(said.contains("The passages are DAMAGED") && said.contains("The list of documents reads whole"), "{said}");
     let repair = home.quire(&["repair"]);
     assert!(repair.status.success(), "{}", text(&repair.stderr));
     // Back to an older version (one from before the compaction, whose files are whole) or, with
     // none, an empty table and the documents indexed again.
     let said = text(&repair.stdout);
-    assert!(said.contains("chunks     back to version") || said.contains("chunks     no version read whole"), "{said}");
+    assert!(
+        said.contains("The passages went back to the newest earlier state")
+            || said.contains("The passages could not be read in any earlier state"),
+        "{said}"
+    );
     for (args, before) in searches.iter().zip(&reference) {
         assert_eq!(&text(&home.quire(args).stdout), before, "{args:?} after the repair");
     }
@@ -721,16 +739,21 @@ fn damaged_index_files_are_named_and_repaired_from_the_documents() {
     let list = home.quire(&["list"]);
     assert!(!list.status.success());
     let said = text(&list.stderr);
-    assert!(said.contains("the documents table cannot be opened") && said.contains("quire repair"), "{said}");
+    assert!(
+        said.contains("the list of documents cannot be opened; the library's files look damaged")
+            && said.contains("quire repair")
+            && !said.contains("Protobuf"),
+        "{said}"
+    );
     assert!(!said.contains("panicked"), "the panic is caught: {said}");
     let check = home.quire(&["check"]);
     assert_eq!(check.status.code(), Some(1));
-    assert!(text(&check.stdout).contains("documents  DAMAGED"), "{}", text(&check.stdout));
+    assert!(text(&check.stdout).contains("The list of documents is DAMAGED"), "{}", text(&check.stdout));
     // The listing goes back to an older version; what it lacks is found in the versions before
     // and indexed again (the chunks' vectors reused).
     let repair = home.quire(&["repair", docs.path().to_str().unwrap()]);
     assert!(repair.status.success(), "{}", text(&repair.stderr));
-    assert!(text(&repair.stdout).contains("the damaged files are in"), "{}", text(&repair.stdout));
+    assert!(text(&repair.stdout).contains("the damaged files are kept in"), "{}", text(&repair.stdout));
     assert_eq!(text(&home.quire(&["list"]).stdout), listed);
     for (args, before) in searches.iter().zip(&reference) {
         assert_eq!(&text(&home.quire(args).stdout), before, "{args:?} after the second repair");
@@ -751,7 +774,11 @@ fn damaged_index_files_are_named_and_repaired_from_the_documents() {
     let check = home.quire(&["check"]);
     assert_eq!(check.status.code(), Some(1), "{}", text(&check.stdout));
     let said = text(&check.stdout);
-    assert!(said.contains("chunks     DAMAGED: its index") && said.contains("documents  reads whole"), "{said}");
+    assert!(
+        said.contains("The passages are DAMAGED: its search index")
+            && said.contains("The list of documents reads whole"),
+        "{said}"
+    );
     let repair = home.quire(&["repair"]);
     assert!(repair.status.success(), "{}", text(&repair.stderr));
     assert!(text(&repair.stdout).contains("could not be read and is built again"), "{}", text(&repair.stdout));
@@ -759,4 +786,112 @@ fn damaged_index_files_are_named_and_repaired_from_the_documents() {
         assert_eq!(&text(&home.quire(args).stdout), before, "{args:?} after the index was built again");
     }
     assert!(home.quire(&["check"]).status.success());
+}
+
+/// Every file of `from`, copied under `to` (made anew).
+fn copy_folder(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    for (path, bytes) in quire_testkit::files_under(from) {
+        let target = to.join(path.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::write(target, bytes).unwrap();
+    }
+}
+
+/// Damage that still decodes (issue 57): 64 bytes flipped at 5, 25, 50, 75 and 95 % of each
+/// table's data files, and of its newest manifest, one place at a time on a copy of the same
+/// library. Flips inside a sealed text or a vector read back without an error from LanceDB and
+/// used to pass the check (then fail every search, or change rankings without a word). Each time:
+/// `quire check` finds it (or it changed nothing a search or the list shows) and names the
+/// damaged documents, and after `quire repair` every document is listed and found again as before.
+#[test]
+fn bytes_flipped_anywhere_in_the_tables_are_found_named_and_repaired() {
+    let (home, docs) = twelve_notes_indexed("flip test");
+    let searches: [&[&str]; 2] = [
+        &["search", "heron feeding near the reed bed", "--mode", "bm25", "--limit", "12"],
+        &["search", "which animal was tagged with a ring", "--mode", "dense", "--limit", "12"],
+    ];
+    let results = |home: &QuireHome| -> Vec<String> {
+        let mut said = vec![text(&home.quire(&["list"]).stdout)];
+        said.extend(searches.iter().map(|args| text(&home.quire(args).stdout)));
+        said
+    };
+    let reference = results(&home);
+    assert!(reference[0].contains("12 documents") && reference[1].contains("note-"), "{reference:?}");
+    let pristine = tempfile::tempdir().unwrap();
+    copy_folder(&home.data_dir(), pristine.path());
+
+    let mut outcomes = Vec::new();
+    for table in ["documents", "chunks"] {
+        for which in ["data", "_versions"] {
+            for percent in [5, 25, 50, 75, 95] {
+                copy_folder(pristine.path(), &home.data_dir());
+                let mut files = table_files(&home, table, which);
+                if which == "_versions" {
+                    files.truncate(1);
+                }
+                for file in &files {
+                    let len = std::fs::metadata(file).unwrap().len() as usize;
+                    let at = len * percent / 100;
+                    quire_testkit::damage_file(file, &(0..16).map(|i| at + 4 * i).collect::<Vec<_>>());
+                }
+                let case = format!("{table} {which} at {percent} %");
+                let check = home.quire(&["check"]);
+                let said = text(&check.stdout);
+                if check.status.success() {
+                    // Unseen damage must be damage that changed nothing.
+                    assert_eq!(results(&home), reference, "{case}: the check saw nothing, yet: {said}");
+                    outcomes.push(format!("{case}: changed nothing a search shows"));
+                    continue;
+                }
+                assert_eq!(check.status.code(), Some(1), "{case}: {said} {}", text(&check.stderr));
+                if said.contains("did not read back as") {
+                    // Entries that decode but changed: the documents they belong to are named.
+                    assert!(said.contains("Damaged document"), "{case}: {said}");
+                    if table == "chunks" {
+                        assert!(said.contains("note-"), "{case}: the damaged document is named by its path: {said}");
+                    }
+                }
+                let repair = home.quire(&["repair", docs.path().to_str().unwrap()]);
+                let repaired = text(&repair.stdout);
+                assert!(repair.status.success(), "{case}: {repaired} {}", text(&repair.stderr));
+                assert_eq!(results(&home), reference, "{case}: after the repair: {repaired}");
+                assert!(home.quire(&["check"]).status.success(), "{case}: still damaged after: {repaired}");
+                let first_line = said.lines().find(|l| l.contains("DAMAGED")).unwrap_or("").to_owned();
+                outcomes.push(format!("{case}: {first_line}"));
+                // What was set aside is kept, not in the data folder.
+                if repaired.contains("did not read back as written") {
+                    assert!(home.data_dir().join("damaged").is_dir(), "{case}: {repaired}");
+                }
+            }
+        }
+    }
+    println!("{}", outcomes.join("\n"));
+
+    // One character of a passage's sealed text changed for another that still decodes: the
+    // search that meets it names the document and the way out, the check names it, the repair
+    // indexes it again.
+    copy_folder(pristine.path(), &home.data_dir());
+    let file = table_files(&home, "chunks", "data")[0].clone();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let sealed = bytes.windows(4).position(|w| w == b"~q1.").expect("a sealed text in the chunks' data file");
+    let at = sealed + 60;
+    bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+    std::fs::write(&file, bytes).unwrap();
+    let search = home.quire(searches[0]);
+    let said = text(&search.stderr);
+    assert!(!search.status.success(), "{}", text(&search.stdout));
+    assert!(said.contains("a passage of /") && said.contains("note-") && said.contains("quire check"), "{said}");
+    let check = home.quire(&["check"]);
+    let said = text(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "{said}");
+    assert!(said.contains("1 of 12 entries did not read back as it was written"), "{said}");
+    let named = said.lines().find(|l| l.starts_with("Damaged document: ")).unwrap_or_else(|| panic!("{said}"));
+    assert!(named.contains(&docs.path().display().to_string()) && named.contains("note-"), "{said}");
+    let repair = home.quire(&["repair"]);
+    assert!(repair.status.success(), "{} {}", text(&repair.stdout), text(&repair.stderr));
+    assert_eq!(results(&home), reference, "after the repair: {}", text(&repair.stdout));
+    let aside = quire_testkit::files_under(&home.data_dir().join("damaged"));
+    assert!(aside.keys().any(|p| p.extension().is_some_and(|e| e == "lance")), "a copy of the damaged file is kept");
+    assert!(!file.exists(), "the damaged data file has left the data folder");
 }

@@ -318,6 +318,45 @@ fn a_parser_that_runs_too_long_or_allocates_too_much_is_stopped() {
     assert!(text(&out.stdout).contains("4ti2_manual.pdf ("), "{}", text(&out.stdout));
 }
 
+/// Files that failed and were then deleted leave `quire jobs` when their folder is read again
+/// (issue 57: 17 stale "failed" entries stayed after a watched folder's files were deleted;
+/// a watched folder's deletions go the same way, `Engine::sync_paths`).
+#[test]
+fn failed_files_deleted_from_a_folder_leave_the_job_list() {
+    let docs = tempfile::tempdir().unwrap();
+    std::fs::write(docs.path().join("good.md"), "# Good\n\nA note that reads.\n").unwrap();
+    std::fs::write(docs.path().join("empty.md"), "").unwrap();
+    std::fs::write(docs.path().join("broken.pdf"), "%PDF-1.4 nothing more").unwrap();
+    let home = QuireHome::new(QUIRE);
+    assert_eq!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.code(), Some(2));
+    let jobs = text(&home.quire(&["jobs"]).stdout);
+    assert!(jobs.contains("empty.md") && jobs.contains("broken.pdf") && jobs.contains("0 queued, 2 failed"), "{jobs}");
+    std::fs::remove_file(docs.path().join("empty.md")).unwrap();
+    home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    let jobs = text(&home.quire(&["jobs"]).stdout);
+    assert!(!jobs.contains("empty.md") && jobs.contains("broken.pdf") && jobs.contains("0 queued, 1 failed"), "{jobs}");
+}
+
+/// Page 9 of the sample 4ti2 manual includes a figure whose drawing is damaged (line operators
+/// without their operands, in a form the PDF embeds): pdf-extract stopped on it and the page's
+/// text was lost at every ingest (issue 57). The broken operations are dropped and the page
+/// reads.
+#[test]
+fn a_page_with_a_damaged_figure_is_still_read() {
+    let docs = quire_testkit::copy_samples(&["4ti2_manual.pdf"]);
+    let home = QuireHome::new(QUIRE);
+    let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said} {}", text(&out.stderr));
+    assert!(said.contains("4ti2_manual.pdf (59 pages") && !said.contains("unreadable"), "{said}");
+    let hits = text(
+        &home
+            .quire(&["search", "--mode", "bm25", "--limit", "1", "system.zinhom system.zhom integer solutions"])
+            .stdout,
+    );
+    assert!(hits.contains("4ti2_manual.pdf, page 9") && hits.contains("4ti2-zsolve"), "{hits}");
+}
+
 #[test]
 fn quire_watch_follows_a_folder_until_stopped() {
     let docs = quire_testkit::copy_samples(&["markdown/notify-README.md"]);

@@ -253,12 +253,8 @@ pub async fn run_ingestion(app: &AppHandle, state: &AppState, work: IngestWork) 
 #[tauri::command]
 pub async fn check_library(state: State<'_, AppState>) -> Reply<LibraryHealth> {
     let config = state.engine_config().map_err(say)?;
-    let checks = quire_engine::health::check(&config.data_dir).await.map_err(say)?;
-    Ok(LibraryHealth {
-        lines: checks.iter().map(|c| c.describe()).collect(),
-        whole: checks.iter().all(|c| c.damage.is_none()),
-        reindexed: 0,
-    })
+    let checks = quire_engine::health::check(&config).await.map_err(say)?;
+    Ok(LibraryHealth { lines: checks.lines(), whole: checks.whole(), reindexed: 0 })
 }
 
 /// Mends a damaged library (`quire_engine::health::repair`): the collection closes, goes back
@@ -291,16 +287,22 @@ pub async fn repair_library(app: AppHandle, state: State<'_, AppState>) -> Reply
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
     preload(&app, engine);
     let mut lines: Vec<String> = repaired.tables.iter().map(|r| r.describe()).collect();
+    if !repaired.damaged_documents.is_empty() {
+        lines.push(format!("Damaged: {}.", repaired.damaged_documents.join(", ")));
+    }
     if repaired.forgotten > 0 {
+        let n = repaired.forgotten;
         lines.push(format!(
-            "{} documents had lost their passages or their listing and were indexed again from their files",
-            repaired.forgotten
+            "{n} {} had lost passages or their place in the list and {} indexed again from {} files.",
+            quire_engine::health::plural(n, "document"),
+            if n == 1 { "was" } else { "were" },
+            if n == 1 { "its" } else { "their" }
         ));
     }
     if repaired.listing_lost {
         lines.push("The list of documents was lost with the damaged files: add your folders again (the vectors kept are reused).".into());
     }
-    lines.extend(repaired.checks.iter().map(|c| c.describe()));
+    lines.extend(repaired.checks.lines());
     Ok(LibraryHealth {
         lines,
         whole: repaired.whole(),

@@ -72,7 +72,7 @@ describe("the problems banner", () => {
     const { box, banner, calls } = setUp(async () => []);
     banner.show([]);
     expect(box.hidden).toBe(true);
-    banner.show([`the chunks table cannot be opened; the knowledge base's files look damaged: ${DAMAGE_REMEDY}`, "The disk is nearly full."]);
+    banner.show([`the passages cannot be opened; the library's files look damaged: ${DAMAGE_REMEDY}`, "The disk is nearly full."]);
     expect(box.hidden).toBe(false);
     const buttons = box.querySelectorAll("button");
     expect(buttons).toHaveLength(1);

@@ -530,22 +530,25 @@ fn summarise(report: &quire_engine::IngestReport) -> ExitCode {
     }
 }
 
-/// Prints each table's state; whether all read whole.
-fn print_checks(checks: &[quire_engine::health::TableCheck]) -> bool {
-    for c in checks {
-        println!("{}", shown(&c.describe()));
+/// Prints what a check found; whether the library reads whole.
+fn print_checks(checks: &quire_engine::health::LibraryCheck) -> bool {
+    for line in checks.lines() {
+        println!("{}", shown(&line));
     }
-    checks.iter().all(|c| c.damage.is_none())
+    checks.whole()
 }
 
 async fn check() -> Result<ExitCode> {
     let config = existing_collection()?;
-    println!("checking {}", shown(&config.data_dir.display().to_string()));
-    if print_checks(&quire_engine::health::check(&config.data_dir).await?) {
-        println!("the knowledge base reads whole");
+    println!("Checking {}", shown(&config.data_dir.display().to_string()));
+    if print_checks(&quire_engine::health::check(&config).await?) {
+        println!("The library reads whole.");
         Ok(ExitCode::SUCCESS)
     } else {
-        println!("`quire repair` mends it: it goes back to the newest version that reads whole and indexes again, from the documents on disk, what that version lacks");
+        println!(
+            "`quire repair` mends it: what does not read back as written is removed and indexed again from the \
+             documents on disk (or the library goes back to the newest earlier state that reads whole)."
+        );
         Ok(ExitCode::FAILURE)
     }
 }
@@ -562,22 +565,32 @@ async fn repair(paths: Vec<PathBuf>) -> Result<ExitCode> {
     for r in &repaired.tables {
         println!("{}", shown(&r.describe()));
     }
+    if !repaired.damaged_documents.is_empty() {
+        println!("Damaged: {}.", shown(&repaired.damaged_documents.join(", ")));
+    }
     if repaired.forgotten > 0 {
         println!(
-            "{} documents had lost their chunks or their listing and were indexed again from their files",
-            repaired.forgotten
+            "{} had lost passages or their place in the list and {} indexed again from {} files.",
+            counted(repaired.forgotten, "document"),
+            if repaired.forgotten == 1 { "was" } else { "were" },
+            if repaired.forgotten == 1 { "its" } else { "their" }
         );
     }
     let code = summarise(&repaired.report);
     if repaired.listing_lost {
         println!(
-            "the list of documents was lost with the damaged files and nothing else names them: \
-             give the folders to index again, `quire repair <folders>` (the vectors kept are reused)"
+            "The list of documents was lost with the damaged files and nothing else names them: \
+             give the folders to index again, `quire repair <folders>` (the vectors kept are reused)."
         );
     }
-    anyhow::ensure!(print_checks(&repaired.checks), "the knowledge base still does not read whole after the repair");
-    println!("the knowledge base reads whole");
+    anyhow::ensure!(print_checks(&repaired.checks), "the library still does not read whole after the repair");
+    println!("The library reads whole.");
     Ok(code)
+}
+
+/// "1 document", "3 documents".
+fn counted(n: usize, noun: &str) -> String {
+    format!("{n} {}", quire_engine::health::plural(n, noun))
 }
 
 async fn watch(folders: Vec<PathBuf>, follow_links: bool) -> Result<ExitCode> {

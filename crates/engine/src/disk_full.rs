@@ -12,7 +12,7 @@ pub(crate) fn is_disk_full(e: &anyhow::Error) -> bool {
         .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull));
     let text = format!("{e:#}");
     by_kind
-        || ["No space left on device", "Disk quota exceeded", "not enough space on the disk"]
+        || ["No space left on device", "Disk quota exceeded", "not enough space on the disk", "(os error 28)"]
             .iter()
             .any(|words| text.contains(words))
 }
@@ -32,6 +32,21 @@ pub(crate) fn explained(e: anyhow::Error, dir: &Path, needed: u64) -> anyhow::Er
         megabytes(needed)
     );
     crate::Remedied { problem, remedy: crate::Remedy::ResumeIngestion }.into()
+}
+
+/// `e` said as a full disk, when it is one, for a removal that did not happen: nothing changed,
+/// and it can be done again once there is room (a removal writes a little: LanceDB records
+/// deletions in new files). Otherwise `e` as it is.
+pub(crate) fn explained_removal(e: anyhow::Error, dir: &Path) -> anyhow::Error {
+    if !is_disk_full(&e) {
+        return e;
+    }
+    let free = fs2::available_space(dir).map(|b| format!("{} free", megabytes(b))).unwrap_or_else(|_| "no room".into());
+    anyhow::anyhow!(
+        "the disk that holds {} is full ({free}), so the document was not removed; nothing is lost. \
+         Free some space, then remove it again",
+        dir.display()
+    )
 }
 
 fn megabytes(bytes: u64) -> String {
@@ -55,6 +70,12 @@ mod tests {
             assert!(said.starts_with(&format!("the disk that holds {} is full (", dir.path().display())), "{said}");
             assert!(said.contains("needs about 3 MB more") && said.ends_with("from where it stopped"), "{said}");
         }
+        let lance_remove = anyhow::anyhow!(
+            "LanceError(IO): Generic LocalFileSystem error: Unable to open file /x/_deletions/1.arrow: (os error 28)"
+        );
+        let said = explained_removal(lance_remove, dir.path()).to_string();
+        assert!(said.contains("is full (") && said.contains("the document was not removed; nothing is lost"), "{said}");
+        assert!(!said.contains("LanceError"), "{said}");
         let other = explained(anyhow::anyhow!("permission denied"), dir.path(), 1);
         assert_eq!(other.to_string(), "permission denied");
     }

@@ -2,18 +2,81 @@
 //! from the documents on disk. The one way both front ends do it (`quire check` / `quire
 //! repair`, the app's Check and Repair).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 
 use crate::{Cancel, Engine, EngineConfig, Event, IngestReport};
-pub use quire_index::{Mend, TableCheck, TableRepair};
+pub use quire_index::{plural, Mend, TableCheck, TableRepair};
 
-/// Reads every table of the collection in `data_dir` whole (and loads its indexes): one
-/// `TableCheck` per table. Needs no key and no open engine: a collection too damaged to open
-/// can be checked.
-pub async fn check(data_dir: &Path) -> Result<Vec<TableCheck>> {
-    quire_index::check_tables(data_dir).await
+/// What a check found: each table's state, and the documents damaged entries belong to.
+pub struct LibraryCheck {
+    pub tables: Vec<TableCheck>,
+    /// The documents that hold entries which did not read back as written: their paths, or
+    /// where the list of documents cannot say (damaged itself, or the library locked), their ids.
+    pub damaged_documents: Vec<String>,
+}
+
+impl LibraryCheck {
+    /// Whether every table reads whole.
+    pub fn whole(&self) -> bool {
+        self.tables.iter().all(|c| c.damage.is_none())
+    }
+
+    /// What the check found, a sentence a line.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.tables.iter().map(TableCheck::describe).collect();
+        if !self.damaged_documents.is_empty() {
+            lines.push(format!(
+                "Damaged {}: {}.",
+                quire_index::plural(self.damaged_documents.len(), "document"),
+                self.damaged_documents.join(", ")
+            ));
+        }
+        let unsummed: usize = self.tables.iter().map(|c| c.unsummed_rows).sum();
+        if unsummed > 0 {
+            lines.push(format!(
+                "{unsummed} {} written by an older Quire carry no checksum and were checked only as far as they read; \
+                 they get one when their documents are indexed again.",
+                quire_index::plural(unsummed, "entry")
+            ));
+        }
+        lines
+    }
+}
+
+/// Reads every table of the collection `config` names whole, checks each entry against the
+/// checksum it was written with, and loads its indexes. Needs no open engine: a collection too
+/// damaged to open can be checked. The key is used, where it can be had, only to name the
+/// damaged documents.
+pub async fn check(config: &EngineConfig) -> Result<LibraryCheck> {
+    let tables = quire_index::check_tables(&config.data_dir).await?;
+    let mut ids: Vec<String> = tables.iter().flat_map(|t| t.damaged_documents.iter().cloned()).collect();
+    ids.sort();
+    ids.dedup();
+    let damaged_documents = if ids.is_empty() { Vec::new() } else { named(config, &ids).await };
+    Ok(LibraryCheck { tables, damaged_documents })
+}
+
+/// The documents `ids` by their paths, where the key opens them.
+async fn named(config: &EngineConfig, ids: &[String]) -> Vec<String> {
+    let dir = config.data_dir.clone();
+    let keys = config.keys.clone();
+    let protection = if quire_vault::Vault::exists(&dir) {
+        tokio::task::spawn_blocking(move || quire_vault::Vault::unlock(&dir, &keys).ok().map(|(_, p)| p))
+            .await
+            .ok()
+            .flatten()
+    } else {
+        Some(quire_index::Protection::Plain)
+    };
+    let paths = match protection {
+        Some(p) => quire_index::paths_of_documents(&config.data_dir, &p, ids).await.unwrap_or_default(),
+        None => Default::default(),
+    };
+    ids.iter()
+        .map(|id| paths.get(id).cloned().unwrap_or_else(|| format!("a document whose name cannot be read (id {id})")))
+        .collect()
 }
 
 /// An error as a person reads it: LanceDB's repeated source locations cut and, where it looks
@@ -32,14 +95,16 @@ pub struct Repaired {
     /// The list of documents was lost and nothing named them again: the person has to give
     /// the folders (`more`).
     pub listing_lost: bool,
-    /// The tables checked again after the repair.
-    pub checks: Vec<TableCheck>,
+    /// The documents that held damaged entries (named by the check before the repair).
+    pub damaged_documents: Vec<String>,
+    /// The library checked again after the repair.
+    pub checks: LibraryCheck,
 }
 
 impl Repaired {
     /// Whether every table reads whole now.
     pub fn whole(&self) -> bool {
-        self.checks.iter().all(|c| c.damage.is_none())
+        self.checks.whole()
     }
 }
 
@@ -54,12 +119,12 @@ pub async fn repair(
     on_event: &mut (dyn FnMut(Event) + Send),
     cancel: &Cancel,
 ) -> Result<(Engine, Repaired)> {
-    let dir = config.data_dir.clone();
-    let tables = quire_index::repair_tables(&dir).await?;
+    let damaged_documents = check(&config).await?.damaged_documents;
+    let tables = quire_index::repair_tables(&config.data_dir).await?;
     let documents_lost = tables.iter().any(|r| r.table == "documents" && r.mend != Mend::Sound);
-    let engine = Engine::open(config).await?;
+    let engine = Engine::open(config.clone()).await?;
     let (forgotten, report) = engine.reindex_after_repair(more, documents_lost, on_event, cancel).await?;
     let listing_lost = documents_lost && more.is_empty() && engine.documents().await?.is_empty();
-    let checks = check(&dir).await?;
-    Ok((engine, Repaired { tables, forgotten, report, listing_lost, checks }))
+    let checks = check(&config).await?;
+    Ok((engine, Repaired { tables, forgotten, report, listing_lost, damaged_documents, checks }))
 }

@@ -371,6 +371,7 @@ pub(crate) async fn ingest(
     if !folders.is_empty() && !cancel.is_cancelled() {
         let gone = gone_under(run.stored.values(), &folders);
         remove_gone(engine, &gone, &mut report, on_event).await?;
+        engine.jobs(|q| q.forget_gone(&folders))?;
         run.changed |= !gone.is_empty();
     }
 

@@ -159,6 +159,21 @@ impl JobQueue {
         self.append(vec![job(path, state, reason)])
     }
 
+    /// Lets go of the failed and cancelled files at or under `roots` that are no longer on disk
+    /// (a watched folder's files deleted): they are not documents, so no removal names them,
+    /// and they would stay listed as failed for good. Returns how many.
+    pub fn forget_gone(&mut self, roots: &[PathBuf]) -> Result<usize> {
+        let gone: Vec<Finished> = self
+            .jobs
+            .values()
+            .filter(|j| matches!(j.state, JobState::Failed | JobState::Cancelled))
+            .filter(|j| roots.iter().any(|r| Path::new(&j.path).starts_with(r)) && !Path::new(&j.path).exists())
+            .map(|j| Finished::new(PathBuf::from(&j.path), JobState::Removed, None))
+            .collect();
+        self.finish_all(&gone)?;
+        Ok(gone.len())
+    }
+
     pub fn finish_all(&mut self, done: &[Finished]) -> Result<()> {
         self.append(
             done.iter().map(|f| Job { lasting: f.lasting, ..job(&f.path, f.state, f.reason.clone()) }).collect(),
@@ -233,6 +248,26 @@ fn job(path: &Path, state: JobState, reason: Option<String>) -> Job {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn failures_of_files_gone_from_a_folder_are_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = tempfile::tempdir().unwrap();
+        let (kept, deleted, elsewhere) =
+            (docs.path().join("kept.pdf"), docs.path().join("deleted.pdf"), PathBuf::from("/elsewhere/x.pdf"));
+        std::fs::write(&kept, b"x").unwrap();
+        let mut q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
+        for p in [&kept, &deleted, &elsewhere] {
+            q.finish(p, JobState::Failed, Some("damaged".into())).unwrap();
+        }
+        assert_eq!(q.forget_gone(&[docs.path().to_path_buf()]).unwrap(), 1);
+        let failed: Vec<String> = q.failed().into_iter().map(|j| j.path).collect();
+        assert_eq!(failed.len(), 2);
+        assert!(!failed.contains(&deleted.to_string_lossy().into_owned()), "{failed:?}");
+        // Read again from the log: the same.
+        let q = JobQueue::open(dir.path(), Protection::Plain).unwrap();
+        assert_eq!(q.failed().len(), 2);
+    }
 
     #[test]
     fn a_failure_stamped_by_older_loaders_is_not_trusted() {

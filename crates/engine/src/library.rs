@@ -21,7 +21,7 @@ impl Engine {
     /// Removes a document by its id (`DocumentRecord::doc_id`, as the app lists them); returns
     /// whether it was in the knowledge base. The one way documents leave it, whoever asks.
     pub async fn remove_document(&self, doc_id: &str) -> Result<bool> {
-        self.kb.remove_document(doc_id).await
+        self.kb.remove_document(doc_id).await.map_err(|e| crate::disk_full::explained_removal(e, &self.config.data_dir))
     }
 
     /// Works with the ingestion queue on disk.
@@ -85,6 +85,7 @@ impl Engine {
             if present.is_empty() { IngestReport::default() } else { self.ingest(&present, on_event, cancel).await? };
         // Removals after additions: a renamed file's chunks are still there to be reused.
         let gone: Vec<PathBuf> = gone.iter().map(|p| ingestion::canonical(p)).collect();
+        self.jobs(|q| q.forget_gone(&gone))?;
         let docs = ingestion::gone_under(&self.kb.documents().await?, &gone);
         if !docs.is_empty() {
             ingestion::remove_gone(self, &docs, &mut report, on_event).await?;

@@ -21,6 +21,7 @@
 //! keeping their vectors to reuse) and processes the file again.
 
 mod fusion;
+mod integrity;
 mod read;
 mod repair;
 mod schema;
@@ -38,8 +39,9 @@ use ts_rs::TS;
 
 pub use fusion::{fuse, Fusion, DEFAULT_FUSION, RRF_K};
 pub use quire_vault::{DataKey, Protection};
+pub use read::paths_of_documents;
 pub use repair::{
-    check_tables, explained, looks_damaged, plain_damage, quiet_caught_panics, repair_tables, Mend, TableCheck,
+    check_tables, explained, looks_damaged, plain_damage, plural, quiet_caught_panics, repair_tables, Mend, TableCheck,
     TableRepair, DAMAGED,
 };
 

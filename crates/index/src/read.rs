@@ -215,3 +215,35 @@ impl KnowledgeBase {
         Ok(self.chunks.count_rows(None).await?)
     }
 }
+
+/// The paths of the documents `ids` in the data folder `dir`, opened with `protection`, read
+/// without opening the knowledge base (for naming what a check found damaged). Ids whose row is
+/// missing or whose path does not open are left out.
+pub async fn paths_of_documents(
+    dir: &std::path::Path,
+    protection: &crate::Protection,
+    ids: &[String],
+) -> Result<HashMap<String, String>> {
+    let table = crate::repair::open(dir, DOCUMENTS).await?;
+    let mut paths = HashMap::new();
+    for group in ids.chunks(500) {
+        let group: Vec<&str> = group.iter().map(String::as_str).collect();
+        let batches: Vec<RecordBatch> = table
+            .query()
+            .only_if(doc_id_filter(&group))
+            .select(Select::columns(&["doc_id", "path"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        for b in &batches {
+            let (doc_ids, stored) = (str_col(b, "doc_id")?, str_col(b, "path")?);
+            for i in 0..b.num_rows() {
+                if let Ok(path) = protection.open(&path_context(doc_ids.value(i)), stored.value(i)) {
+                    paths.insert(doc_ids.value(i).to_owned(), path);
+                }
+            }
+        }
+    }
+    Ok(paths)
+}

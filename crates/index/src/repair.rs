@@ -2,7 +2,11 @@
 //! manifest that cannot be read stops `KnowledgeBase::open` itself).
 //!
 //! A check reads every row and column of both tables at their newest versions, so a damaged
-//! data file or manifest shows as an error naming the table. A repair, per damaged table:
+//! data file or manifest shows as an error naming the table, and checks each row against the
+//! checksum it was written with (`integrity`), so damage that still decodes (a flipped byte in
+//! a sealed text or a vector) shows too, with the documents it belongs to. Rows that fail their
+//! checksum are removed (a copy of their files kept aside, the table compacted without them)
+//! and their documents indexed again from the files. Otherwise a repair, per damaged table:
 //! 1. sets aside newest manifests that cannot be read (moved, never deleted), until a version
 //!    opens;
 //! 2. if that version cannot be read whole, goes back to the newest older version that can, and
@@ -28,6 +32,7 @@ use lancedb::query::{ExecutableQuery, QueryBase};
 use lancedb::Table;
 use serde::Serialize;
 
+use crate::integrity::{read_checked, RowsRead};
 use crate::schema::{CHUNKS, DOCUMENTS};
 
 /// The state of one table as a check found it.
@@ -40,6 +45,12 @@ pub struct TableCheck {
     pub rows: Option<usize>,
     /// What could not be read, LanceDB's words; `None` when the table reads whole.
     pub damage: Option<String>,
+    /// Rows that decode but do not read back as they were written (their checksum differs).
+    pub damaged_rows: usize,
+    /// The ids of the documents those rows belong to, where the rows still name them.
+    pub damaged_documents: Vec<String>,
+    /// Rows written before Quire kept checksums (checked only as far as they decode).
+    pub unsummed_rows: usize,
 }
 
 /// What a repair did to one table.
@@ -52,6 +63,9 @@ pub enum Mend {
     WentBack { manifests: usize, version: u64 },
     /// No version read whole: the table's folder was moved aside and starts empty.
     SetAside,
+    /// `rows` rows did not read back as written: they were removed (their documents are
+    /// indexed again) and the files that held them moved aside.
+    RowsRemoved { rows: usize },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -66,13 +80,17 @@ pub struct TableRepair {
 }
 
 impl TableCheck {
-    /// One line for a person: `chunks     reads whole: 120 rows (version 7)`.
+    /// One line for a person: `The passages read whole (120).`
     pub fn describe(&self) -> String {
+        let what = what_table_holds(self.table);
         match (&self.damage, self.rows) {
-            (None, Some(rows)) => {
-                format!("{:<10} reads whole: {rows} rows (version {})", self.table, self.version.unwrap_or(0))
-            }
-            (damage, _) => format!("{:<10} DAMAGED: {}", self.table, damage.as_deref().unwrap_or("unreadable")),
+            (None, Some(rows)) => format!("{} {} whole ({rows}).", what.capitalised(), what.verb("reads", "read")),
+            (damage, _) => format!(
+                "{} {} DAMAGED: {}",
+                what.capitalised(),
+                what.verb("is", "are"),
+                damage.as_deref().unwrap_or("unreadable")
+            ),
         }
     }
 }
@@ -80,20 +98,67 @@ impl TableCheck {
 impl TableRepair {
     /// One line for a person: what was done to the table and where the damaged files went.
     pub fn describe(&self) -> String {
+        let what = what_table_holds(self.table);
         let done = match &self.mend {
-            Mend::Sound => "reads whole, left as it is".to_string(),
-            Mend::WentBack { manifests: 0, version } => {
-                format!("back to version {version}, the newest that reads whole")
+            Mend::Sound => format!("{} whole: left as {}", what.verb("reads", "read"), what.verb("it was", "they were")),
+            Mend::WentBack { manifests: 0, version: _ } => {
+                "went back to the newest earlier state that reads whole".to_string()
             }
-            Mend::WentBack { manifests, version } => {
-                format!("back to version {version} ({manifests} newest versions could not be read and were set aside)")
-            }
-            Mend::SetAside => "no version read whole: it starts again empty".to_string(),
+            Mend::WentBack { manifests, version: _ } => format!(
+                "went back to the newest earlier state that reads whole ({manifests} newer {} could not be read and {} set aside)",
+                plural(*manifests, "state"),
+                if *manifests == 1 { "was" } else { "were" }
+            ),
+            Mend::SetAside => "could not be read in any earlier state: started again empty".to_string(),
+            Mend::RowsRemoved { rows } => format!(
+                "held {rows} {} that did not read back as written: {} removed, and indexed again from the files",
+                plural(*rows, "entry"),
+                if *rows == 1 { "it was" } else { "they were" }
+            ),
         };
-        let indexes = (!self.indexes_dropped.is_empty())
-            .then(|| format!("; its index {} could not be read and is built again", self.indexes_dropped.join(", ")));
-        let aside = self.moved_to.as_ref().map(|p| format!("; the damaged files are in {}", p.display()));
-        format!("{:<10} {done}{}{}", self.table, indexes.unwrap_or_default(), aside.unwrap_or_default())
+        let indexes = (!self.indexes_dropped.is_empty()).then(|| {
+            format!("; the search index ({}) could not be read and is built again", self.indexes_dropped.join(", "))
+        });
+        let aside = self.moved_to.as_ref().map(|p| format!("; the damaged files are kept in {}", p.display()));
+        format!("{} {done}{}{}.", what.capitalised(), indexes.unwrap_or_default(), aside.unwrap_or_default())
+    }
+}
+
+/// What a table holds, in the words the rest of Quire uses, and the verbs that go with it.
+struct Held {
+    name: &'static str,
+    many: bool,
+}
+
+fn what_table_holds(table: &str) -> Held {
+    if table == CHUNKS {
+        Held { name: "the passages", many: true }
+    } else {
+        Held { name: "the list of documents", many: false }
+    }
+}
+
+impl Held {
+    fn verb(&self, one: &'static str, many: &'static str) -> &'static str {
+        if self.many {
+            many
+        } else {
+            one
+        }
+    }
+
+    fn capitalised(&self) -> String {
+        let mut chars = self.name.chars();
+        chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
+    }
+}
+
+/// `noun` for `n` of it: "1 entry", "2 entries".
+pub fn plural(n: usize, noun: &str) -> String {
+    match (n, noun.strip_suffix('y')) {
+        (1, _) => noun.to_string(),
+        (_, Some(stem)) => format!("{stem}ies"),
+        _ => format!("{noun}s"),
     }
 }
 
@@ -105,23 +170,64 @@ pub async fn check_tables(dir: &Path) -> Result<Vec<TableCheck>> {
         if !table_dir(dir, table).exists() {
             continue;
         }
+        let damaged = |version, damage: String| TableCheck {
+            table,
+            version,
+            rows: None,
+            damage: Some(damage),
+            damaged_rows: 0,
+            damaged_documents: Vec::new(),
+            unsummed_rows: 0,
+        };
         checks.push(match open(dir, table).await {
-            Err(e) => TableCheck { table, version: None, rows: None, damage: Some(format!("cannot open it: {e:#}")) },
+            Err(e) => damaged(None, format!("cannot open it: {e:#}")),
             Ok(t) => {
                 let version = t.version().await.ok();
-                match read_whole(&t).await {
-                    Ok(rows) => {
+                match read_checked_caught(&t, table).await {
+                    Ok(read) if !read.damaged.is_empty() => TableCheck {
+                        damaged_rows: read.damaged.len(),
+                        damaged_documents: read.documents,
+                        unsummed_rows: read.unsummed,
+                        ..damaged(
+                            version,
+                            format!(
+                                "{} of {} {} did not read back as {} written",
+                                read.damaged.len(),
+                                read.rows,
+                                plural(read.rows, "entry"),
+                                if read.damaged.len() == 1 { "it was" } else { "they were" }
+                            ),
+                        )
+                    },
+                    Ok(read) => {
                         let damage = unreadable_indexes(&t).await.into_iter().next().map(|(name, e)| {
-                            format!("its index {name} cannot be read ({e:#}); the rows read whole: {rows}")
+                            format!(
+                                "its search index {name} cannot be read ({e:#}); the entries read whole: {}",
+                                read.rows
+                            )
                         });
-                        TableCheck { table, version, rows: damage.is_none().then_some(rows), damage }
+                        TableCheck {
+                            table,
+                            version,
+                            rows: damage.is_none().then_some(read.rows),
+                            damage,
+                            damaged_rows: 0,
+                            damaged_documents: Vec::new(),
+                            unsummed_rows: read.unsummed,
+                        }
                     }
-                    Err(e) => TableCheck { table, version, rows: None, damage: Some(format!("{e:#}")) },
+                    Err(e) => damaged(version, format!("{e:#}")),
                 }
             }
         });
     }
     Ok(checks)
+}
+
+/// `integrity::read_checked`, its panics caught.
+async fn read_checked_caught(table: &Table, name: &'static str) -> Result<RowsRead> {
+    let table = table.clone();
+    caught(async move { read_checked(&table, name).await }).await
 }
 
 /// Mends every damaged table of the data folder `dir` (see the module's comment).
@@ -158,7 +264,14 @@ async fn repair_table(dir: &Path, table: &'static str, aside: &Path) -> Result<T
     let moved_to = (manifests > 0).then(|| aside.to_path_buf());
     if let Some(t) = opened {
         let newest = t.version().await?;
-        if read_whole(&t).await.is_ok() {
+        if let Ok(read) = read_checked_caught(&t, table).await {
+            if !read.damaged.is_empty() {
+                let rows = read.damaged.len();
+                remove_damaged_rows(&t, &table_dir(dir, table), &read.damaged, aside).await?;
+                let indexes_dropped = drop_unreadable_indexes(&t, table).await?;
+                let mend = Mend::RowsRemoved { rows };
+                return Ok(TableRepair { table, mend, moved_to: Some(aside.to_path_buf()), indexes_dropped });
+            }
             let mend = if manifests == 0 { Mend::Sound } else { Mend::WentBack { manifests, version: newest } };
             let indexes_dropped = drop_unreadable_indexes(&t, table).await?;
             return Ok(TableRepair { table, mend, moved_to, indexes_dropped });
@@ -186,6 +299,49 @@ async fn repair_table(dir: &Path, table: &'static str, aside: &Path) -> Result<T
     // Nothing reads whole: the table starts again, empty (`KnowledgeBase::open` creates it).
     move_aside(&table_dir(dir, table), aside)?;
     Ok(TableRepair { table, mend: Mend::SetAside, moved_to: Some(aside.to_path_buf()), indexes_dropped: Vec::new() })
+}
+
+/// Removes the rows `row_ids` of `table` (whose folder is `table_dir`), which do not read back as written: a
+/// copy of each data file holding one goes under `aside` first; then the table is compacted
+/// (every file with a removed row written anew without it) and its older versions pruned, so
+/// the damaged files leave the data folder.
+async fn remove_damaged_rows(table: &Table, table_dir: &Path, row_ids: &[u64], aside: &Path) -> Result<()> {
+    let name = table_dir.file_stem().and_then(|n| n.to_str()).unwrap_or("a");
+    // Without stable row ids (LanceDB's default) a row id is its address: fragment << 32 | offset.
+    let fragments: std::collections::BTreeSet<u64> = row_ids.iter().map(|id| id >> 32).collect();
+    let native = table.as_native().context("a table of a local data folder")?;
+    let manifest = native.manifest().await?;
+    let data = table_dir.join("data");
+    for fragment in manifest.fragments.iter().filter(|f| fragments.contains(&f.id)) {
+        for file in &fragment.files {
+            let from = data.join(&file.path);
+            let to = aside.join("data").join(&file.path);
+            std::fs::create_dir_all(aside.join("data"))?;
+            std::fs::copy(&from, &to)
+                .with_context(|| format!("cannot keep a copy of the damaged {} in {}", from.display(), to.display()))?;
+        }
+    }
+    let ids: Vec<String> = row_ids.iter().map(u64::to_string).collect();
+    for group in ids.chunks(500) {
+        table
+            .delete(&format!("_rowid IN ({})", group.join(", ")))
+            .await
+            .with_context(|| format!("cannot remove the damaged entries of the {name} table"))?;
+    }
+    let options = lancedb::table::CompactionOptions { materialize_deletions_threshold: 0.0, ..Default::default() };
+    table
+        .optimize(lancedb::table::OptimizeAction::Compact { options, remap_options: None })
+        .await
+        .with_context(|| format!("cannot rewrite the {name} table without its damaged entries"))?;
+    table
+        .optimize(lancedb::table::OptimizeAction::Prune {
+            older_than: Some(lancedb::table::Duration::zero()),
+            delete_unverified: Some(true),
+            error_if_tagged_old_versions: None,
+        })
+        .await
+        .with_context(|| format!("cannot let go of the damaged files of the {name} table"))?;
+    Ok(())
 }
 
 /// Each index of `table` that cannot be read, with what went wrong: LanceDB loads the index
@@ -275,7 +431,7 @@ async fn read_whole(table: &Table) -> Result<usize> {
 }
 
 /// Said after an error that `looks_damaged`; each front end adds its way to check and repair.
-pub const DAMAGED: &str = "the knowledge base's files look damaged";
+pub const DAMAGED: &str = "the library's files look damaged";
 
 /// True for LanceDB's errors on files that cannot be read as what they should be (one of its
 /// reading tasks panicking on a nonsense length: "task 72 panicked with message …").
@@ -290,6 +446,10 @@ pub fn looks_damaged(message: &str) -> bool {
         "metadata region",
         "invalid magic",
         "magic mismatch",
+        // A manifest cut short.
+        "file size is too small",
+        // A sealed value whose bytes changed (the vault's words).
+        "failed to decrypt",
     ]
     .iter()
     .any(|m| message.contains(m))
@@ -306,9 +466,17 @@ pub fn explained(said: &str) -> String {
     }
 }
 
-/// A table that would not open, named, and said to look damaged.
+/// A table that would not open, named as a person knows it. Where LanceDB's words say damage
+/// ("failed to decode Protobuf message: …", shown by `quire check`), a person is told only
+/// that, with the way out; other causes (a folder it may not read) are said as they are.
 pub(crate) fn unopened(table: &str, e: &anyhow::Error) -> anyhow::Error {
-    anyhow::anyhow!("the {table} table cannot be opened ({e:#}); {DAMAGED}")
+    let what = what_table_holds(table).name;
+    let said = format!("{e:#}");
+    if looks_damaged(&said) {
+        anyhow::anyhow!("{what} cannot be opened; {DAMAGED}")
+    } else {
+        anyhow::anyhow!("{what} cannot be opened: {}", plain_damage(&said))
+    }
 }
 
 /// LanceDB's account of damage without the source locations it repeats it with

@@ -13,6 +13,7 @@ use lancedb::index::scalar::FtsIndexBuilder;
 use lancedb::table::NewColumnTransform;
 use lancedb::Table;
 
+use crate::integrity::{with_row_sums, ROW_SUM};
 use crate::sealing::{hash_context, path_context, text_context};
 use crate::{ChunkRecord, DocumentRecord, KnowledgeBase, Protection};
 
@@ -44,6 +45,7 @@ pub(crate) fn documents_schema() -> SchemaRef {
         Field::new("ingested_at_ms", DataType::Int64, false),
         Field::new("modified_ms", DataType::Int64, true),
         Field::new("sealed_by", DataType::Utf8, true),
+        Field::new(ROW_SUM, DataType::Utf8, true),
     ]))
 }
 
@@ -64,6 +66,7 @@ pub(crate) fn chunks_schema(dim: usize) -> SchemaRef {
             DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dim as i32),
             false,
         ),
+        Field::new(ROW_SUM, DataType::Utf8, true),
     ]))
 }
 
@@ -117,6 +120,10 @@ impl KnowledgeBase {
         // resealed (`documents_to_reseal`), and their text's old index is dropped.
         add_missing_column(&chunks, "terms", "''").await?;
         add_missing_column(&documents, "sealed_by", "''").await?;
+        // Made before rows carried checksums: an empty one is checked only as far as it decodes
+        // (`integrity`); rows get theirs as their documents are indexed again.
+        add_missing_column(&documents, ROW_SUM, "''").await?;
+        add_missing_column(&chunks, ROW_SUM, "''").await?;
         for index in chunks.list_indices().await? {
             if index.columns.iter().any(|c| c == "text") {
                 chunks.drop_index(&index.name).await?;
@@ -194,7 +201,8 @@ impl KnowledgeBase {
             Arc::new(values),
             None,
         )?;
-        Ok(RecordBatch::try_new(
+        with_row_sums(
+            CHUNKS,
             chunks_schema(self.dim),
             vec![
                 Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| c.id()))),
@@ -211,14 +219,15 @@ impl KnowledgeBase {
                 Arc::new(StringArray::from_iter_values(chunks.iter().map(|c| self.blind_terms(&c.text)))),
                 Arc::new(vectors),
             ],
-        )?)
+        )
     }
 
     pub(crate) fn document_batch(&self, docs: &[DocumentRecord]) -> Result<RecordBatch> {
         let strs = |f: &dyn Fn(&DocumentRecord) -> String| Arc::new(StringArray::from_iter_values(docs.iter().map(f)));
         let protection = self.protection();
         let p = &protection;
-        Ok(RecordBatch::try_new(
+        with_row_sums(
+            DOCUMENTS,
             documents_schema(),
             vec![
                 strs(&|d| d.doc_id.clone()),
@@ -232,7 +241,7 @@ impl KnowledgeBase {
                 Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.modified_ms))),
                 strs(&|_| p.key_id().to_owned()),
             ],
-        )?)
+        )
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use arrow_array::{Array, Float32Array, RecordBatch, UInt32Array, UInt64Array};
 use futures::TryStreamExt;
 use lancedb::index::scalar::FullTextSearchQuery;
@@ -41,7 +41,7 @@ impl KnowledgeBase {
         }
         let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
         // Cosine distance is 1 - cosine similarity.
-        self.hits(&batches, "_distance", |d| 1.0 - d).await
+        Ok(best_first(self.hits(&batches, "_distance", |d| 1.0 - d).await?))
     }
 
     pub async fn search_bm25(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
@@ -64,7 +64,7 @@ impl KnowledgeBase {
             Err(_) if self.chunk_count().await? == 0 => return Ok(Vec::new()),
             Err(e) => return Err(e.into()),
         };
-        self.hits(&batches, "_score", |s| s).await
+        Ok(best_first(self.hits(&batches, "_score", |s| s).await?))
     }
 
     /// Dense and BM25 results fused with `DEFAULT_FUSION`.
@@ -146,10 +146,16 @@ impl KnowledgeBase {
             for i in 0..b.num_rows() {
                 let doc_id = docs.value(i).to_string();
                 let chunk_id = ids.value(i);
+                let path = paths.get(&doc_id).cloned().unwrap_or_default();
+                let page = if pages.is_null(i) { String::new() } else { format!(", page {}", pages.value(i)) };
+                // Names the document: the sealed value's own words name only a chunk id.
+                let text = protection
+                    .open(&text_context(chunk_id), texts.value(i))
+                    .with_context(|| format!("a passage of {path}{page} cannot be read"))?;
                 out.push(SearchHit {
-                    text: protection.open(&text_context(chunk_id), texts.value(i))?,
+                    text,
                     chunk_id: chunk_id.into(),
-                    path: paths.get(&doc_id).cloned().unwrap_or_default(),
+                    path,
                     doc_id,
                     seq: seqs.value(i),
                     page: (!pages.is_null(i)).then(|| pages.value(i)),
@@ -161,4 +167,11 @@ impl KnowledgeBase {
         }
         Ok(out)
     }
+}
+
+/// Hits best first, equal scores in the order of their documents' paths and places in them:
+/// LanceDB gives ties in storage order, which changes when a document is indexed again.
+fn best_first(mut hits: Vec<SearchHit>) -> Vec<SearchHit> {
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)).then(a.seq.cmp(&b.seq)));
+    hits
 }

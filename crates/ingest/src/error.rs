@@ -38,6 +38,12 @@ pub enum LoadError {
     /// OCR read the image and found no text on it (a photo, a drawing).
     #[error("no text was found on the image (a photo or a drawing?)")]
     NoTextInImage,
+    /// Every page is a scan and OCR found no text on any (blank pages, pictures, or images
+    /// whose data is damaged and decodes to noise).
+    #[error("OCR read the scanned pages and found no text on them (blank pages, pictures, or damaged images?)")]
+    NoTextOnScans,
+    #[error("the image is {width}×{height} pixels, over the {limit} million Quire reads: scale it down to read it")]
+    ImageTooLarge { width: u32, height: u32, limit: u64 },
     #[error("the image cannot be read: {0}")]
     Image(String),
     #[error("the {kind} file is damaged or not a real {kind} file (the reader says: {reason})")]
@@ -74,6 +80,8 @@ impl LoadError {
             | LoadError::NoText
             | LoadError::NoPageRead { .. }
             | LoadError::NoTextInImage
+            | LoadError::NoTextOnScans
+            | LoadError::ImageTooLarge { .. }
             | LoadError::Image(_)
             | LoadError::Archive { .. }
             | LoadError::ArchiveEncrypted { .. }

@@ -254,6 +254,67 @@ fn looks_binary(bytes: &[u8]) -> bool {
     control * 20 > head.len()
 }
 
+/// The operands a content stream operator takes that pdf-extract reads by position, and how
+/// many of the first must be numbers.
+fn operands_needed(operator: &str) -> Option<(usize, usize)> {
+    Some(match operator {
+        "cm" | "c" | "Tm" | "d1" => (6, 6),
+        "v" | "y" | "re" | "K" | "k" => (4, 4),
+        "RG" | "rg" => (3, 3),
+        "\"" => (3, 2),
+        "m" | "l" | "Td" | "TD" | "d0" => (2, 2),
+        "Tf" => (2, 0),
+        "w" | "Tc" | "Tw" | "Tz" | "TL" | "Ts" | "Tr" | "G" | "g" | "i" | "M" | "J" | "j" => (1, 1),
+        "gs" | "Do" | "Tj" | "TJ" | "'" | "CS" | "cs" | "sh" | "ri" => (1, 0),
+        _ => return None,
+    })
+}
+
+/// Drops, from every page's and form's content stream, the operations that lack the operands
+/// their operator takes; returns how many streams changed. The rest of each stream is kept as
+/// it was (re-encoded), so the text drawn around a damaged figure is still read.
+fn mend_content_streams(doc: &mut pdf_extract::Document) -> usize {
+    use pdf_extract::content::Content;
+    use pdf_extract::Object;
+    let whole = |op: &pdf_extract::content::Operation| match operands_needed(&op.operator) {
+        Some((count, numbers)) => {
+            op.operands.len() >= count
+                && op.operands[..numbers].iter().all(|o| matches!(o, Object::Integer(_) | Object::Real(_)))
+        }
+        None => true,
+    };
+    let mut mended = 0;
+    let streams: Vec<pdf_extract::ObjectId> = doc
+        .objects
+        .iter()
+        .filter_map(|(id, object)| match object {
+            Object::Stream(s) => {
+                let subtype = s.dict.get(b"Subtype").ok().and_then(|o| o.as_name().ok());
+                let is_page_content = s.dict.get(b"Type").is_err() && subtype.is_none();
+                (subtype == Some(b"Form".as_slice()) || is_page_content).then_some(*id)
+            }
+            _ => None,
+        })
+        .collect();
+    for id in streams {
+        let Ok(Object::Stream(stream)) = doc.get_object_mut(id) else { continue };
+        let Ok(data) = stream.decompressed_content().or_else(|_| Ok::<_, ()>(stream.content.clone())) else {
+            continue;
+        };
+        let Ok(content) = Content::decode(&data) else { continue };
+        if content.operations.iter().all(whole) {
+            continue;
+        }
+        let kept: Content<Vec<_>> =
+            Content { operations: content.operations.into_iter().filter(|op| whole(op)).collect() };
+        if let Ok(encoded) = kept.encode() {
+            stream.set_plain_content(encoded);
+            mended += 1;
+        }
+    }
+    mended
+}
+
 /// Extracts text page by page. pdf-extract panics on some malformed content streams; each page
 /// is extracted on its own and a page that fails is left empty and listed with the reason, so
 /// one bad page does not cost the whole document. A page with next to no text that draws a scan
@@ -272,6 +333,8 @@ fn load_pdf(bytes: &[u8]) -> Result<(Vec<Page>, Vec<UnreadablePage>), LoadError>
     let mut pages = Vec::new();
     let mut failed = Vec::new();
     let mut needs_ocr = false;
+    let mut mended_streams = false;
+    let mut scans_read = 0;
     let page_ids = doc.get_pages();
     let count = page_ids.len() as u32;
     for (number, page_id) in page_ids {
@@ -282,11 +345,31 @@ fn load_pdf(bytes: &[u8]) -> Result<(Vec<Page>, Vec<UnreadablePage>), LoadError>
         let mut text = match extracted {
             Ok(Ok(text)) => Ok(text),
             Ok(Err(err)) => Err(format!("its text could not be extracted ({err})")),
-            Err(panic) => Err(format!("its text could not be extracted ({})", panic_message(panic))),
+            Err(panic) => {
+                // A drawing whose operators lack operands (a damaged figure a PDF includes) stops
+                // pdf-extract; without them the page's text reads.
+                let said = panic_message(panic);
+                if !mended_streams && mend_content_streams(&mut doc) > 0 {
+                    mended_streams = true;
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let mut text = String::new();
+                        pdf_extract::output_doc_page(&doc, &mut pdf_extract::PlainTextOutput::new(&mut text), number)
+                            .map(|_| text)
+                    })) {
+                        Ok(Ok(text)) => Ok(text),
+                        _ => Err(format!("its text could not be extracted ({said})")),
+                    }
+                } else {
+                    Err(format!("its text could not be extracted ({said})"))
+                }
+            }
         };
         if text.as_deref().map_or(true, crate::scans::looks_scanned) {
             match crate::scans::pdf_page_text(&doc, page_id, (number, count)) {
-                Ok(Some(read)) => text = Ok(read),
+                Ok(Some(read)) => {
+                    scans_read += 1;
+                    text = Ok(read)
+                }
                 Ok(None) => {}
                 Err(err) => {
                     needs_ocr |= matches!(err, LoadError::NeedsOcr);
@@ -309,6 +392,9 @@ fn load_pdf(bytes: &[u8]) -> Result<(Vec<Page>, Vec<UnreadablePage>), LoadError>
         }
         if let Some(first) = failed.first() {
             return Err(LoadError::NoPageRead { page: first.page, reason: first.reason.clone() });
+        }
+        if scans_read > 0 {
+            return Err(LoadError::NoTextOnScans);
         }
     }
     Ok((pages, failed))

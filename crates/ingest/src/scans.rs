@@ -92,7 +92,7 @@ fn tiff_text(bytes: &[u8]) -> Result<Vec<String>, LoadError> {
 fn tiff_page(decoder: &mut tiff::decoder::Decoder<Cursor<&[u8]>>) -> Result<DynamicImage, LoadError> {
     let (width, height) = decoder.dimensions().map_err(tiff_error)?;
     if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS {
-        return Err(LoadError::Image(format!("a page of the TIFF is {width}×{height} pixels")));
+        return Err(too_large(width, height));
     }
     let color = decoder.colortype().map_err(tiff_error)?;
     let white_is_zero =
@@ -124,8 +124,14 @@ fn tiff_page(decoder: &mut tiff::decoder::Decoder<Cursor<&[u8]>>) -> Result<Dyna
 fn read(image: &DynamicImage, at: (u32, u32)) -> Result<String, LoadError> {
     let page = ocr()?.read(image).map_err(|e| LoadError::Ocr(format!("{e:#}")))?;
     crate::limits::report_page_read(at.0, at.1);
-    Ok(page.text)
+    // A letter or two is what OCR makes of noise (a damaged image, a speckled blank page), not
+    // text a person would look for.
+    let letters = page.text.chars().filter(|c| c.is_alphanumeric()).count();
+    Ok(if letters < OCR_LEAST_LETTERS { String::new() } else { page.text })
 }
+
+/// The fewest letters and digits an OCR'd page must hold to count as text.
+const OCR_LEAST_LETTERS: usize = 3;
 
 fn decode_image(bytes: &[u8], format: Option<image::ImageFormat>) -> Result<DynamicImage, LoadError> {
     let mut reader = image::ImageReader::new(Cursor::new(bytes));
@@ -139,7 +145,20 @@ fn decode_image(bytes: &[u8], format: Option<image::ImageFormat>) -> Result<Dyna
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(MAX_IMAGE_PIXELS * 4);
     reader.limits(limits);
-    reader.decode().map_err(|e| LoadError::Image(e.to_string()))
+    reader.decode().map_err(|e| match e {
+        // The header says how big: said in pixels, not as the decoder's "Memory limit exceeded".
+        image::ImageError::Limits(_) => image::ImageReader::new(Cursor::new(bytes))
+            .with_guessed_format()
+            .ok()
+            .and_then(|r| r.into_dimensions().ok())
+            .map(|(width, height)| too_large(width, height))
+            .unwrap_or_else(|| LoadError::Image(e.to_string())),
+        e => LoadError::Image(e.to_string()),
+    })
+}
+
+fn too_large(width: u32, height: u32) -> LoadError {
+    LoadError::ImageTooLarge { width, height, limit: MAX_IMAGE_PIXELS / 1_000_000 }
 }
 
 /// What OCR read on a PDF page that looks scanned (page `at.0` of `at.1`): `Ok(None)` when the

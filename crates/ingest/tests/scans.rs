@@ -109,7 +109,10 @@ fn an_image_claiming_billions_of_pixels_is_refused_before_it_is_allocated() {
     // 60,000 × 60,000 gray pixels would be 3.6 GB.
     let bomb = quire_testkit::png_claiming(60_000, 60_000);
     let err = load_bytes(Path::new("bomb.png"), DocKind::Image, &bomb).unwrap_err();
-    assert_eq!(err.to_string(), "the image cannot be read: Memory limit exceeded");
+    assert_eq!(
+        err.to_string(),
+        "the image is 60000×60000 pixels, over the 100 million Quire reads: scale it down to read it"
+    );
     // The same header at a readable size is decoded (the data is short: an error of another kind
     // or a blank page, never the size refusal).
     let small = load_bytes(Path::new("small.png"), DocKind::Image, &quire_testkit::png_claiming(64, 64));
@@ -165,5 +168,18 @@ fn a_page_that_cannot_be_read_is_named_with_its_reason() {
         err.to_string(),
         "no page of the PDF could be read (page 1: the image cannot be read: the page's JPEG 2000 image is \
          damaged (invalid JP2 file type))"
+    );
+}
+
+/// A fax-coded page whose data is random bytes decodes to noise, and OCR finds nothing on it:
+/// said as such, not as a PDF without scanned images (issue 57).
+#[test]
+fn a_scan_that_decodes_to_noise_is_said_to_hold_no_text() {
+    ocr_installed();
+    let pdf = quire_testkit::scanned_pdf_as(1, quire_testkit::ScanStorage::NoiseFax);
+    let err = load_bytes(Path::new("noise.pdf"), DocKind::Pdf, &pdf).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "OCR read the scanned pages and found no text on them (blank pages, pictures, or damaged images?)"
     );
 }

@@ -205,6 +205,8 @@ pub enum ScanStorage {
     Jbig2,
     /// Claims to be JPEG 2000 and holds no such thing: a page that cannot be read.
     DamagedJpeg2000,
+    /// CCITT group 4 whose data is random bytes (seeded): it decodes, to noise.
+    NoiseFax,
     /// Gray JPEG stored on its side, drawn upright by the matrix that places it (`cm`), as phone
     /// scanning apps do, not by `/Rotate`.
     JpegTurnedByMatrix,
@@ -350,6 +352,23 @@ pub fn scanned_pdf_of(pages: &[ScanStorage]) -> Vec<u8> {
             ScanStorage::Jbig2 => (
                 jbig2_generic_region(pixels_wide, pixels_high),
                 format!("/Width {pixels_wide} /Height {pixels_high} /BitsPerComponent 1 /Filter /JBIG2Decode"),
+            ),
+            ScanStorage::NoiseFax => (
+                {
+                    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+                    (0..40_000)
+                        .map(|_| {
+                            state ^= state << 13;
+                            state ^= state >> 7;
+                            state ^= state << 17;
+                            state as u8
+                        })
+                        .collect()
+                },
+                format!(
+                    "/Width {pixels_wide} /Height {pixels_high} /BitsPerComponent 1 /Filter /CCITTFaxDecode \
+                     /DecodeParms << /K -1 /Columns {pixels_wide} /Rows {pixels_high} >>"
+                ),
             ),
             ScanStorage::DamagedJpeg2000 => (
                 b"\0\0\0\x0cjP  \r\n\x87\n not really".to_vec(),
