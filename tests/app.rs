@@ -185,10 +185,13 @@ impl App {
     fn add_documents(&self, path: &Path, at_least: u64, timeout: Duration) {
         self.type_into("#add-path-input", path.to_str().unwrap());
         self.click("#add-path-button");
-        self.wait_until("the documents listed", timeout, |a| {
-            let n = a.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64();
-            n.filter(|&n| n >= at_least)
-        });
+        self.wait_until("the documents listed", timeout, |a| a.documents_listed().filter(|&n| n >= at_least));
+    }
+
+    /// How many documents the library says it holds ("(12)" beside its title); the list itself
+    /// draws only the rows in view.
+    fn documents_listed(&self) -> Option<u64> {
+        self.text("#doc-count").trim_matches(|c| c == '(' || c == ')').replace(',', "").parse().ok()
     }
 
     /// Clicks the element once it is there and can take a click: a dialog still opening or a
@@ -456,9 +459,8 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     assert!(summary.contains("failed"), "{summary}");
     assert!(summary.contains("truncated.pdf"), "bad files are named: {summary}");
     // The list refreshes on the status event, which may come a moment after the summary.
-    let listed = |a: &App| a.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64();
     let docs_listed =
-        app.wait_until("the documents listed", Duration::from_secs(30), |a| listed(a).filter(|&n| n >= 4));
+        app.wait_until("the documents listed", Duration::from_secs(30), |a| a.documents_listed().filter(|&n| n >= 4));
     eprintln!("documents listed: {docs_listed}");
     // With documents in, a backup of the keychain's key is offered; "Later" puts it off.
     let offer = app.wait_until("the key backup offer", Duration::from_secs(30), |a| {
@@ -600,7 +602,36 @@ fn add_documents_ask_and_read_sources_in_the_real_window() {
     app.screenshot("02-main-answer.png");
     app.element_screenshot("#sources", "03-sources-pane.png");
     app.set_size(800, 600);
+    // At 800×600 the chat and the sources take turns, each the pane's whole height, by two tabs;
+    // a citation clicked shows its passage (issue 57 item 9: side by side, each had ~200 px).
+    let panes = |a: &App| {
+        a.js(
+            "const box = (id) => { const e = document.getElementById(id); \
+               return getComputedStyle(e).display === 'none' ? 0 : Math.round(e.getBoundingClientRect().height); }; \
+             return [box('chat-pane'), box('sources'), getComputedStyle(document.querySelector('.pane-tabs')).display];",
+            json!([]),
+        )
+    };
+    app.click("#tab-chat");
+    let chat_only = panes(&app);
+    assert!(
+        chat_only[0].as_u64().unwrap() > 400 && chat_only[1] == json!(0) && chat_only[2] == json!("flex"),
+        "{chat_only}"
+    );
     app.screenshot("04-main-800x600.png");
+    app.click(".exchange:nth-child(1) .citation-marker");
+    let sources_only = app.wait_until("the sources shown for the citation", Duration::from_secs(10), |a| {
+        let p = panes(a);
+        (p[0] == json!(0)).then_some(p)
+    });
+    assert!(sources_only[1].as_u64().unwrap() > 400, "{sources_only}");
+    assert!(
+        app.text("#tab-sources").contains('('),
+        "the Sources tab counts its passages: {}",
+        app.text("#tab-sources")
+    );
+    app.screenshot("04b-sources-800x600.png");
+    app.click("#tab-chat");
     let cut = app.js(CUT_PLACEHOLDERS, json!([]));
     assert_eq!(cut, json!([]), "placeholders cut off at 800×600");
     app.set_size(1900, 1150);
@@ -1157,10 +1188,7 @@ fn the_ipc_refuses_what_the_ui_was_not_granted_and_nothing_leaves_the_machine() 
     app.screenshot("10-locked.png");
     app.click("#unlock-button");
     app.wait_until("the unlocked library", Duration::from_secs(60), |a| {
-        (a.attr("#lock-screen", "hidden").is_some()
-            && a.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64()
-                == Some(documents as u64))
-        .then_some(())
+        (a.attr("#lock-screen", "hidden").is_some() && a.documents_listed() == Some(documents as u64)).then_some(())
     });
     app.click("#settings-button");
     let info = app.wait_until("the key information", Duration::from_secs(10), |a| {
@@ -1425,8 +1453,7 @@ fn damaged_files_are_checked_and_repaired_from_the_window() {
     app.wait_ready();
     app.type_into("#add-path-input", docs.path().to_str().unwrap());
     app.click("#add-path-button");
-    let listed = |a: &App| a.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64();
-    app.wait_until("the six notes listed", Duration::from_secs(300), |a| listed(a).filter(|&n| n == 6));
+    app.wait_until("the six notes listed", Duration::from_secs(300), |a| a.documents_listed().filter(|&n| n == 6));
 
     // The app quits; every data file of the chunk table is damaged; it starts again.
     ureq::delete(&format!("{}/session/{}", app.base, app.session)).call().expect("the app did not quit");
@@ -1498,5 +1525,101 @@ fn damaged_files_are_checked_and_repaired_from_the_window() {
     assert!(!seen.is_empty());
     let sources = app.js("return document.querySelectorAll('#source-list .source').length;", json!([])).as_u64();
     assert!(sources.unwrap_or(0) > 0, "no sources after the repair");
-    assert_eq!(listed(&app), Some(6));
+    assert_eq!(app.documents_listed(), Some(6));
+}
+
+/// A big library does not freeze the window (issue 57 item 7: 2,000 notes left it unresponsive
+/// for minutes while the progress panel drew a row per file). 2,000 one-paragraph notes in 20
+/// folders are added in the window; while they are indexed, Settings opens on a click and the
+/// click is answered before the ingestion ends; the list then draws only the rows in view,
+/// grouped by folder, reaches its last note when scrolled there, and its filter finds a note by
+/// name. How long the clicks, the end and the filter took is measured and printed, not asserted.
+#[test]
+fn a_library_of_two_thousand_notes_keeps_the_window_responsive() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    let docs = tempfile::tempdir().unwrap();
+    for i in 0..2000 {
+        let folder = docs.path().join(format!("folder-{:02}", i % 20));
+        std::fs::create_dir_all(&folder).unwrap();
+        let body = format!(
+            "# Note {i}\n\nThe tide gauge at pier {i} read {} centimetres above datum on the morning it was checked.\n",
+            100 + i % 97
+        );
+        std::fs::write(folder.join(format!("note-{i:04}.md")), body).unwrap();
+    }
+    let tiny = quire_testkit::model(&quire_models::SMOLLM2);
+    let app = App::start(json!({"target_model": tiny, "preload_model": false}));
+    app.wait_ready();
+    app.type_into("#add-path-input", docs.path().to_str().unwrap());
+    let added = Instant::now();
+    app.click("#add-path-button");
+    app.wait_until("the ingestion to start", Duration::from_secs(60), |a| {
+        (a.attr("#ingest-panel", "hidden").is_none() && a.text("#ingest-headline").contains("of 2,000 files"))
+            .then_some(())
+    });
+
+    // While it runs: Settings opens on a click and closes again, a few times.
+    let mut answered = Vec::new();
+    let mut running_when_answered = 0;
+    let mut counts_seen = Vec::new();
+    while added.elapsed() < Duration::from_secs(600) && answered.len() < 4 {
+        let clicked = Instant::now();
+        app.click("#settings-button");
+        app.wait_until("Settings to open", Duration::from_secs(300), |a| {
+            a.attr("#settings-dialog", "open").map(|_| ())
+        });
+        answered.push(clicked.elapsed().as_secs_f64());
+        let headline = app.text("#ingest-headline");
+        if app.attr("#ingest-panel", "hidden").is_none() && !headline.contains("2,000 of 2,000") {
+            running_when_answered += 1;
+        }
+        app.click("#settings-dialog button[value='close']");
+        counts_seen.push(app.documents_listed().unwrap_or(0));
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    eprintln!("the library's count while it ran: {counts_seen:?}");
+    // The list grows as batches are stored, not only at the end ("LIBRARY (0)" while 2,000 were in).
+    assert!(counts_seen.iter().any(|&n| n > 0), "{counts_seen:?}");
+    eprintln!("clicks during the ingestion answered in {answered:.2?} s ({running_when_answered} while it ran)");
+    assert!(running_when_answered > 0, "no click was answered while the ingestion ran: {answered:?}");
+    app.screenshot("20-big-library-indexing.png");
+
+    let summary = app.wait_until("the ingestion's end", Duration::from_secs(900), |a| {
+        let s = a.text("#ingest-summary");
+        s.contains("2,000 indexed").then_some(s)
+    });
+    let ended = Instant::now();
+    app.wait_until("the 2,000 notes listed", Duration::from_secs(120), |a| a.documents_listed().filter(|&n| n == 2000));
+    eprintln!(
+        "{summary:?} {:.1} s after adding; the list showed 2,000 {:.2} s after the summary",
+        added.elapsed().as_secs_f64(),
+        ended.elapsed().as_secs_f64()
+    );
+
+    // Only the rows in view are drawn, folders first; the last note is reached by scrolling.
+    let drawn = app.js("return document.querySelectorAll('#documents li').length;", json!([])).as_u64().unwrap();
+    assert!(drawn < 100, "{drawn} rows drawn for 2,000 documents");
+    assert!(app.text("#documents li.folder").contains("folder-00"), "{}", app.text("#documents"));
+    app.js("const v = document.getElementById('documents-viewport'); v.scrollTop = v.scrollHeight;", json!([]));
+    app.wait_until("the last note drawn", Duration::from_secs(10), |a| {
+        a.text("#documents").contains("note-1999.md").then_some(())
+    });
+    app.set_size(1920, 1080);
+    app.screenshot("21-big-library-wide.png");
+    app.set_size(800, 600);
+    app.js("document.getElementById('documents-viewport').scrollIntoView();", json!([]));
+    app.screenshot("21b-big-library-narrow.png");
+
+    let typed = Instant::now();
+    app.type_into("#doc-filter", "note-1337");
+    let found = app.wait_until("the filter to find note-1337", Duration::from_secs(30), |a| {
+        (a.text("#doc-filter-count") == "1 of 2,000 documents").then(|| a.text("#documents"))
+    });
+    eprintln!(
+        "the filter found note-1337 {:.0} ms after it was typed (WebDriver's typing included)",
+        typed.elapsed().as_secs_f64() * 1000.0
+    );
+    assert!(found.contains("note-1337.md") && !found.contains("note-1338.md"), "{found}");
+    app.set_size(800, 600);
+    app.screenshot("22-big-library-narrow-filtered.png");
 }

@@ -2,6 +2,7 @@
 import { api, errorText, saysDamaged, type Exchange, type Turn } from "./api";
 import { renderSources, retrievedPlaces, ExchangeView } from "./answer";
 import { byId, el } from "./dom";
+import { showPane } from "./panes";
 
 export type Chat = {
   /// Shows an answer from the history, its markers opening its own passages.
@@ -47,6 +48,8 @@ export function setupChat(opts: { onAnswered?: () => void; onDamaged?: () => voi
   };
   const showSource = (view: ExchangeView, n: number) => {
     if (shownFor !== view) showPassagesOf(view);
+    // In a narrow window the sources take the chat's place: the passage asked for is shown.
+    showPane("sources");
     const item = document.getElementById(`source-${n}`);
     item?.scrollIntoView({ block: "nearest", behavior: "smooth" });
     item?.classList.add("flash");

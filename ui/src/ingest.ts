@@ -2,6 +2,7 @@
 // bytes, an ETA from the rate so far, and the embedding rate the engine reports.
 import type { EngineEvent } from "./api";
 import type { UnreadablePage } from "./bindings/UnreadablePage";
+import { counted } from "./format";
 
 export type FileState =
   | { kind: "queued" }
@@ -18,6 +19,12 @@ export interface TrackedFile {
   state: FileState;
 }
 
+/// Whether a file is still to be done.
+const pending = (s: FileState) => s.kind === "queued" || s.kind === "working";
+
+/// Follows a batch. Every figure it gives is kept up to date as events come (not counted over
+/// all files at each), so a batch of 50,000 files costs the window no more per event than one
+/// of ten.
 export class IngestTracker {
   files = new Map<string, TrackedFile>();
   startedAt = 0;
@@ -27,6 +34,12 @@ export class IngestTracker {
   /// The estimate last shown, and when: the next one starts from it, counted down.
   private shownEta: number | null = null;
   private shownAt = 0;
+  private done = 0;
+  private totalWeight = 0;
+  private doneWeight = 0;
+  private readonly working = new Set<string>();
+  /// The files that failed, in the order they did.
+  private readonly failedPaths: string[] = [];
 
   constructor(private now: () => number = () => Date.now()) {}
 
@@ -34,6 +47,11 @@ export class IngestTracker {
     switch (e.type) {
       case "ingest_started":
         this.files = new Map(e.files.map((f) => [f.path, { path: f.path, bytes: f.bytes, state: { kind: "queued" } }]));
+        this.done = 0;
+        this.doneWeight = 0;
+        this.totalWeight = e.files.reduce((sum, f) => sum + weight(f), 0);
+        this.working.clear();
+        this.failedPaths.length = 0;
         this.startedAt = this.now();
         this.finished = false;
         this.summary = "";
@@ -60,11 +78,12 @@ export class IngestTracker {
       }
       case "ingest_finished":
         this.finished = true;
-        for (const f of this.files.values()) if (f.state.kind === "queued" || f.state.kind === "working") f.state = { kind: "cancelled" };
+        for (const path of [...this.working]) this.set(path, { kind: "cancelled" });
+        if (this.done < this.files.size) for (const f of this.files.values()) if (pending(f.state)) this.set(f.path, { kind: "cancelled" });
         this.summary =
-          `${e.indexed} indexed, ${e.unchanged} unchanged, ` +
-          (e.removed ? `${e.removed} removed, ` : "") +
-          `${e.failed} failed; ${e.chunks} chunks` +
+          `${n(e.indexed)} indexed, ${n(e.unchanged)} unchanged, ` +
+          (e.removed ? `${n(e.removed)} removed, ` : "") +
+          `${n(e.failed)} failed; ${counted(e.chunks, "passage")}` +
           (e.cancelled ? " (cancelled)" : "");
         break;
       default:
@@ -73,23 +92,35 @@ export class IngestTracker {
   }
 
   private set(path: string, state: FileState) {
-    const f = this.files.get(path);
-    if (f) f.state = state;
-    else this.files.set(path, { path, bytes: 0, state });
+    let f = this.files.get(path);
+    if (!f) {
+      f = { path, bytes: 0, state: { kind: "queued" } };
+      this.files.set(path, f);
+      this.totalWeight += weight(f);
+    }
+    const was = f.state;
+    if (pending(was) && !pending(state)) {
+      this.done++;
+      this.doneWeight += weight(f);
+    } else if (!pending(was) && pending(state)) {
+      this.done--;
+      this.doneWeight -= weight(f);
+    }
+    if (state.kind === "working") this.working.add(path);
+    else this.working.delete(path);
+    if (state.kind === "failed" && was.kind !== "failed") this.failedPaths.push(path);
+    f.state = state;
   }
 
   /// Share of the batch done, by bytes; a file being embedded counts by its chunks done.
   progress(): number {
-    let total = 0;
-    let done = 0;
-    for (const f of this.files.values()) {
-      const w = Math.max(f.bytes, 1);
-      total += w;
+    let done = this.doneWeight;
+    for (const path of this.working) {
+      const f = this.files.get(path)!;
       const s = f.state;
-      if (s.kind === "working") done += s.total > 0 ? (w * s.done) / s.total : 0;
-      else if (s.kind !== "queued") done += w;
+      if (s.kind === "working" && s.total > 0) done += (weight(f) * s.done) / s.total;
     }
-    return total === 0 ? 0 : done / total;
+    return this.totalWeight === 0 ? 0 : done / this.totalWeight;
   }
 
   /// Seconds left at the rate so far; null until there is a rate to go by (2 % done, 5 s in).
@@ -114,15 +145,31 @@ export class IngestTracker {
 
   /// The file being worked on and what is being done to it, if any.
   current(): { path: string; stage: string } | null {
-    for (const f of this.files.values()) if (f.state.kind === "working") return { path: f.path, stage: describe(f.state) };
+    for (const path of this.working) return { path, stage: describe(this.files.get(path)!.state) };
     return null;
   }
 
-  counts(): { done: number; total: number } {
-    let done = 0;
-    for (const f of this.files.values()) if (!(f.state.kind === "queued" || f.state.kind === "working")) done++;
-    return { done, total: this.files.size };
+  /// The files being worked on now.
+  inProgress(): TrackedFile[] {
+    return [...this.working].map((path) => this.files.get(path)!);
   }
+
+  /// The files that failed so far, the first `limit` of them, and how many in all.
+  failures(limit: number): { shown: TrackedFile[]; total: number } {
+    return { shown: this.failedPaths.slice(0, limit).map((p) => this.files.get(p)!), total: this.failedPaths.length };
+  }
+
+  counts(): { done: number; total: number } {
+    return { done: this.done, total: this.files.size };
+  }
+}
+
+/// A number as the window writes them: "2,000".
+const n = (x: number) => x.toLocaleString("en");
+
+/// A file's share of the batch: its bytes (at least one, so empty files count).
+function weight(f: { bytes: number }): number {
+  return Math.max(f.bytes, 1);
 }
 
 export function describe(state: FileState): string {
@@ -132,9 +179,9 @@ export function describe(state: FileState): string {
     case "working":
       // While reading a scan, the pages OCR has read.
       if (state.stage === "reading" && state.total > 0) return `reading: OCR page ${state.done} of ${state.total}`;
-      return state.stage === "embedding" && state.total > 0 ? `embedding ${state.done}/${state.total}` : state.stage;
+      return state.stage === "embedding" && state.total > 0 ? `embedding ${state.done} of ${counted(state.total, "passage")}` : state.stage;
     case "indexed":
-      return `indexed: ${state.pages} pages, ${state.chunks} chunks` +
+      return `indexed: ${counted(state.pages, "page")}, ${counted(state.chunks, "passage")}` +
         (state.embedded < state.chunks ? ` (${state.chunks - state.embedded} reused)` : "") +
         unreadable(state.unreadablePages);
     case "unchanged":

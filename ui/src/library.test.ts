@@ -1,5 +1,5 @@
 import type { AppStatus } from "./api";
-import { DocumentList, ProblemsBanner, REMOVE_ASKS_MS } from "./library";
+import { DocumentList, ProblemsBanner, REMOVE_ASKS_MS, ROW_PX } from "./library";
 import { DAMAGE_REMEDY } from "./bindings/said";
 
 const doc = (docId: string, path: string): AppStatus["documents"][number] => ({
@@ -14,7 +14,7 @@ describe("the documents list", () => {
     const root = document.createElement("ul");
     const removed: string[] = [];
     const list = new DocumentList(root, async (id) => void removed.push(id));
-    const docs = [doc("a", "/notes/a.md"), doc("b", "/papers/b.pdf")];
+    const docs = [doc("a", "/notes/a.md"), doc("b", "/notes/b.pdf")];
     list.render(docs);
     const button = (i: number) => root.querySelectorAll("button")[i] as HTMLButtonElement;
     return { root, removed, list, docs, button };
@@ -53,6 +53,51 @@ describe("the documents list", () => {
     expect(button(1).textContent).toBe("Remove?");
     button(1).click();
     expect(removed).toEqual(["b"]);
+  });
+});
+
+describe("a library of many documents", () => {
+  const many = (n: number) =>
+    Array.from({ length: n }, (_, i) => doc(`d${i}`, `/library/folder-${String(i % 50).padStart(2, "0")}/note-${String(i).padStart(5, "0")}.md`))
+      .sort((a, b) => a.path.localeCompare(b.path));
+
+  it("draws only a window of rows, groups by folder, and filters by name", () => {
+    const root = document.createElement("ul");
+    const counts: [number, number][] = [];
+    const list = new DocumentList(root, async () => {}, root, (shown, total) => counts.push([shown, total]));
+    list.render(many(50_000));
+    // 50 folder headings and 50,000 documents, of which a window is drawn.
+    expect(root.style.height).toBe(`${50_050 * ROW_PX}px`);
+    expect(root.querySelectorAll("li").length).toBeLessThanOrEqual(40);
+    expect(root.querySelector("li.folder")!.textContent).toBe("▾ folder-001,000 documents");
+    expect(counts.at(-1)).toEqual([50_000, 50_000]);
+
+    const started = performance.now();
+    list.setFilter("NOTE-31337");
+    const took = performance.now() - started;
+    console.log(`filtering 50,000 documents by name: ${took.toFixed(1)} ms`);
+    expect(counts.at(-1)).toEqual([1, 50_000]);
+    // One folder left: no heading for it.
+    expect([...root.querySelectorAll("li")].map((l) => l.title)).toEqual(["/library/folder-37/note-31337.md"]);
+    // Every word typed must be in the path, any case.
+    list.setFilter("folder-37 note-313");
+    expect(counts.at(-1)).toEqual([2, 50_000]); // note-31337 and note-31387, both in folder-37
+    list.setFilter("");
+    expect(counts.at(-1)).toEqual([50_000, 50_000]);
+  });
+
+  it("folds a folder away and opens it again", () => {
+    const root = document.createElement("ul");
+    const list = new DocumentList(root, async () => {});
+    list.render([doc("a", "/x/a.md"), doc("b", "/x/b.md"), doc("c", "/y/c.md")]);
+    const names = () => [...root.querySelectorAll("li")].map((l) => l.querySelector(".doc-name, .folder-toggle")!.textContent);
+    expect(names()).toEqual(["▾ x", "a.md", "b.md", "▾ y", "c.md"]);
+    (root.querySelector("li.folder button") as HTMLButtonElement).click();
+    expect(names()).toEqual(["▸ x", "▾ y", "c.md"]);
+    (root.querySelector("li.folder button") as HTMLButtonElement).click();
+    expect(names()).toEqual(["▾ x", "a.md", "b.md", "▾ y", "c.md"]);
+    // Rows sit at their place in the whole list.
+    expect([...root.querySelectorAll("li")].map((l) => l.style.top)).toEqual(["0px", "44px", "88px", "132px", "176px"]);
   });
 });
 

@@ -10,20 +10,120 @@ type DocumentRecord = AppStatus["documents"][number];
 /// How long a first Remove click waits for the second.
 export const REMOVE_ASKS_MS = 4000;
 
-/// The documents list. Remove asks first (for a few seconds) and removes on the second click;
-/// the file itself stays. Which document asks is kept here, not in its button: the list is
-/// drawn again whenever the status changes (an ingestion, a watched folder), the question with it.
+/// Each row of the documents list is this tall, so that only the rows in view are drawn: a
+/// library of 50,000 documents is a few dozen elements on screen, not 50,000.
+export const ROW_PX = 44;
+/// Rows drawn beyond the view on each side, so a quick scroll does not show blank rows.
+const OVERSCAN = 8;
+/// Rows drawn when the list's height is not known yet (not laid out).
+const UNMEASURED_ROWS = 40;
+
+type Row = { kind: "folder"; folder: string; count: number } | { kind: "doc"; doc: DocumentRecord };
+
+/// The folder a path is in ("" for a bare name).
+export function folderOf(path: string): string {
+  const cut = Math.max(path.lastIndexOf("/"), path.lastIndexOf("\\"));
+  return cut < 0 ? "" : path.slice(0, cut);
+}
+
+/// The documents list: grouped by folder (when they come from more than one), filtered by the
+/// words typed in its filter box, and drawn only where it is in view. Remove asks first (for a
+/// few seconds) and removes on the second click; the file itself stays. Which document asks is
+/// kept here, not in its button: rows are drawn again as the list scrolls and whenever the
+/// status changes (an ingestion, a watched folder), the question with them.
 export class DocumentList {
   /// The document asking, the timer that takes the question back, and how its button stops asking.
   private asked: { docId: string; timer: number; stop: () => void } | null = null;
+  private documents: { doc: DocumentRecord; key: string }[] = [];
+  private filter = "";
+  private readonly collapsed = new Set<string>();
+  private rows: Row[] = [];
+  private drawPending = false;
 
+  /// `root` is the list; it scrolls in `viewport`. `shown` hears how many documents the filter
+  /// lets through, of how many.
   constructor(
     private readonly root: HTMLElement,
     private readonly remove: (docId: string) => Promise<unknown>,
-  ) {}
+    private readonly viewport: HTMLElement = root,
+    private readonly shown: (shown: number, total: number) => void = () => {},
+  ) {
+    viewport.addEventListener("scroll", () => this.drawSoon());
+  }
 
   render(documents: DocumentRecord[]) {
-    this.root.replaceChildren(...documents.map((d) => this.item(d)));
+    this.documents = documents.map((doc) => ({ doc, key: doc.path.toLowerCase() }));
+    this.layout();
+  }
+
+  /// Shows only the documents whose path holds every word of `text` (any case).
+  setFilter(text: string) {
+    this.filter = text.trim().toLowerCase();
+    this.viewport.scrollTop = 0;
+    this.layout();
+  }
+
+  /// The rows for the documents and filter now: folder headings and documents, in order.
+  private layout() {
+    const words = this.filter.split(/\s+/).filter(Boolean);
+    const matching = words.length ? this.documents.filter((d) => words.every((w) => d.key.includes(w))) : this.documents;
+    const byFolder = new Map<string, DocumentRecord[]>();
+    for (const { doc } of matching) {
+      const folder = folderOf(doc.path);
+      const docs = byFolder.get(folder);
+      if (docs) docs.push(doc);
+      else byFolder.set(folder, [doc]);
+    }
+    const grouped = byFolder.size > 1;
+    this.rows = [];
+    for (const [folder, docs] of byFolder) {
+      if (grouped) this.rows.push({ kind: "folder", folder, count: docs.length });
+      if (!grouped || !this.collapsed.has(folder)) for (const doc of docs) this.rows.push({ kind: "doc", doc });
+    }
+    this.shown(matching.length, this.documents.length);
+    this.root.style.height = `${this.rows.length * ROW_PX}px`;
+    this.draw();
+  }
+
+  private drawSoon() {
+    if (this.drawPending) return;
+    this.drawPending = true;
+    requestAnimationFrame(() => {
+      this.drawPending = false;
+      this.draw();
+    });
+  }
+
+  /// Draws the rows in view (and a few beyond).
+  private draw() {
+    const height = this.viewport.clientHeight;
+    // The list's own top inside its (positioned) viewport: rows are placed from there.
+    const top = Math.max(0, this.viewport.scrollTop - (this.viewport === this.root ? 0 : this.root.offsetTop));
+    const first = height > 0 ? Math.max(0, Math.floor(top / ROW_PX) - OVERSCAN) : 0;
+    const last = height > 0 ? Math.min(this.rows.length, Math.ceil((top + height) / ROW_PX) + OVERSCAN) : Math.min(this.rows.length, UNMEASURED_ROWS);
+    const items: HTMLElement[] = [];
+    for (let i = first; i < last; i++) {
+      const row = this.rows[i];
+      const item = row.kind === "folder" ? this.folderItem(row.folder, row.count) : this.item(row.doc);
+      item.style.top = `${i * ROW_PX}px`;
+      items.push(item);
+    }
+    this.root.replaceChildren(...items);
+  }
+
+  private folderItem(folder: string, count: number): HTMLElement {
+    const open = !this.collapsed.has(folder);
+    const button = el("button", {
+      className: "folder-toggle",
+      text: `${open ? "▾" : "▸"} ${fileName(folder) || folder || "(no folder)"}`,
+      attrs: { type: "button", "aria-expanded": String(open), title: folder },
+    });
+    button.addEventListener("click", () => {
+      if (open) this.collapsed.add(folder);
+      else this.collapsed.delete(folder);
+      this.layout();
+    });
+    return el("li", { className: "folder", attrs: { "data-folder": folder } }, button, el("span", { className: "muted", text: counted(count, "document") }));
   }
 
   private takeBack() {
@@ -138,7 +238,12 @@ export class ProblemsBanner {
   }
 }
 
-/// Draws the ingestion under way from the tracker: headline, progress, time left, each file.
+/// Failed files the ingestion panel names while a batch runs, and files in progress.
+const FAILURES_SHOWN = 20;
+const WORKING_SHOWN = 3;
+
+/// Draws the ingestion under way from the tracker: headline, progress, time left, the files
+/// being read and those that failed.
 export function renderIngest(tracker: IngestTracker) {
   const panel = byId("ingest-panel");
   panel.hidden = tracker.files.size === 0 || tracker.finished;
@@ -147,25 +252,36 @@ export function renderIngest(tracker: IngestTracker) {
   const share = Math.floor(tracker.progress() * 100);
   const current = tracker.current();
   byId("ingest-headline").textContent =
-    `Indexing ${done} of ${total} files · ${share} %` + (current ? ` · ${current.stage} ${fileName(current.path)}` : "");
+    `Indexing ${done.toLocaleString("en")} of ${counted(total, "file")} · ${share} %` + (current ? ` · ${current.stage} ${fileName(current.path)}` : "");
   byId<HTMLProgressElement>("ingest-progress").value = tracker.progress();
   const eta = tracker.etaSeconds();
-  const rate = tracker.chunksPerSecond == null ? "" : `${tracker.chunksPerSecond.toFixed(1)} chunks/s`;
+  const rate = tracker.chunksPerSecond == null ? "" : `${tracker.chunksPerSecond.toFixed(1)} passages/s`;
   byId("ingest-eta").textContent = [eta == null ? "" : formatTimeLeft(eta), rate].filter(Boolean).join(" · ");
-  byId("ingest-files").replaceChildren(
-    ...[...tracker.files.values()].map((f) =>
-      el(
-        "li",
-        { attrs: { "data-state": f.state.kind, title: f.path } },
-        el("span", { className: "doc-name", text: fileName(f.path) }),
-        el("span", { className: "muted", text: `${describe(f.state)}${f.bytes ? ` · ${formatBytes(f.bytes)}` : ""}` }),
-      ),
+  // The files being read now and those that failed: a row for every file of a batch of
+  // thousands would cost the window more than the batch.
+  const failures = tracker.failures(FAILURES_SHOWN);
+  // Files are stored in batches: many may be "storing" at once.
+  const working = tracker.inProgress();
+  const rows = [...working.slice(0, WORKING_SHOWN), ...failures.shown].map((f) =>
+    el(
+      "li",
+      { attrs: { "data-state": f.state.kind, title: f.path } },
+      el("span", { className: "doc-name", text: fileName(f.path) }),
+      el("span", { className: "muted", text: `${describe(f.state)}${f.bytes ? ` · ${formatBytes(f.bytes)}` : ""}` }),
     ),
   );
+  if (working.length > WORKING_SHOWN)
+    rows.splice(WORKING_SHOWN, 0, el("li", { className: "muted", text: `and ${counted(working.length - WORKING_SHOWN, "more file")} in progress` }));
+  if (failures.total > failures.shown.length)
+    rows.push(el("li", { className: "muted", text: `and ${failures.total - failures.shown.length} more failed (listed when the batch ends)` }));
+  byId("ingest-files").replaceChildren(...rows);
   if (tracker.finished) byId("ingest-summary").replaceChildren(el("p", { text: tracker.summary }));
   // A new run (a watched folder changing, say) replaces the last run's summary.
   else if (!panel.hidden) byId("ingest-summary").replaceChildren();
 }
+
+/// Skipped files named after a batch; the rest are counted.
+const SKIPPED_NAMED = 50;
 
 /// Runs an addition (dropped paths, a picker, a watched folder) and says how it went: the
 /// tracker's summary and the files skipped with why, or the error. `run` answers null when the
@@ -176,11 +292,19 @@ export async function addPaths(tracker: IngestTracker, run: () => Promise<Ingest
     const summary = await run();
     if (!summary) return;
     box.replaceChildren(el("p", { text: tracker.summary }));
-    if (summary.failed.length)
+    if (summary.failed.length) {
+      const named = summary.failed.slice(0, SKIPPED_NAMED);
+      const more = summary.failed.length - named.length;
       box.append(
         el("p", { className: "muted", text: "Skipped:" }),
-        el("ul", { className: "skipped" }, ...summary.failed.map((f) => el("li", { attrs: { title: f.path } }, el("strong", { text: fileName(f.path) }), ` ${f.reason}`))),
+        el(
+          "ul",
+          { className: "skipped" },
+          ...named.map((f) => el("li", { attrs: { title: f.path } }, el("strong", { text: fileName(f.path) }), ` ${f.reason}`)),
+          ...(more > 0 ? [el("li", { text: `and ${counted(more, "more file")}` })] : []),
+        ),
       );
+    }
   } catch (e) {
     box.replaceChildren(el("p", { className: "error", text: errorText(e) }));
   }

@@ -3,11 +3,12 @@
 import { api, errorText, events, type AppStatus } from "./api";
 import { setupChat } from "./chat";
 import { byId, el } from "./dom";
-import { formatBytes } from "./format";
+import { counted, formatBytes } from "./format";
 import { IngestTracker } from "./ingest";
 import { addPaths, DocumentList, ProblemsBanner, renderIngest } from "./library";
 import { KeyPanel, setupLock, showLock } from "./lock";
 import { renderMemory } from "./memory";
+import { setupPaneTabs } from "./panes";
 import { checkLibraryHealth, setupSettings } from "./settings";
 
 const tracker = new IngestTracker();
@@ -17,7 +18,31 @@ let historyShown = false;
 
 const chat = setupChat({ onAnswered: () => void refreshMemory(), onDamaged: checkLibraryHealth });
 const keys = new KeyPanel(() => status?.documents.length ?? 0);
-const documents = new DocumentList(byId("documents"), (docId) => api.removeDocument(docId).catch((e) => alert(errorText(e))));
+const documents = new DocumentList(
+  byId("documents"),
+  (docId) => api.removeDocument(docId).catch((e) => alert(errorText(e))),
+  byId("documents-viewport"),
+  (shown, total) => {
+    byId("doc-filter-count").textContent = shown === total ? "" : `${shown} of ${counted(total, "document")}`;
+    byId("doc-filter").hidden = total < FILTER_FROM;
+  },
+);
+/// When the status was last read, and how often it is read again while an ingestion runs.
+let lastStatusAt = 0;
+const STATUS_DURING_INGEST_MS = 5000;
+/// The filter box shows from this many documents on.
+const FILTER_FROM = 8;
+/// Whether a drawing of the ingestion is already asked for (one per frame, however many events).
+let ingestDrawPending = false;
+
+function drawIngestSoon() {
+  if (ingestDrawPending) return;
+  ingestDrawPending = true;
+  requestAnimationFrame(() => {
+    ingestDrawPending = false;
+    renderIngest(tracker);
+  });
+}
 const problems = new ProblemsBanner(byId("problems"), { fetchModels: api.fetchModels, fetched: refreshStatus, repair: checkLibraryHealth });
 const adding = (run: Parameters<typeof addPaths>[1]) => addPaths(tracker, run);
 
@@ -63,7 +88,14 @@ async function refreshStatus() {
   if (engine === "ready") void keys.show();
   byId<HTMLInputElement>("local-api-toggle").checked = s.local_api_port != null;
   if (s.local_api_port != null) byId<HTMLInputElement>("local-api-port").value = String(s.local_api_port);
-  byId("doc-count").textContent = `(${s.documents.length})`;
+  byId("doc-count").textContent = `(${s.documents.length.toLocaleString("en")})`;
+  lastStatusAt = Date.now();
+  // Once there are documents, the empty chat asks for a question, not for files.
+  const emptyHint = document.querySelector("#chat-empty p");
+  if (emptyHint)
+    emptyHint.textContent = s.documents.length
+      ? `Ask a question below about your ${counted(s.documents.length, "document")}. Answers cite the passages they come from; click a number to see the passage.`
+      : "Add files or folders on the left (or drop them on the window), then ask a question below. Answers cite the passages they come from; click a number to see the passage.";
   documents.render(s.documents);
   byId<HTMLInputElement>("target-model-input").value = s.target_model.path;
   byId<HTMLInputElement>("draft-model-input").value = s.draft_model?.path ?? "";
@@ -105,6 +137,7 @@ async function loadHistory() {
 }
 
 function setup() {
+  setupPaneTabs();
   setupSettings({
     addPaths: adding,
     switching: leaveConversation,
@@ -139,8 +172,9 @@ function setup() {
   });
   void events.onIngest((e) => {
     tracker.apply(e);
-    renderIngest(tracker);
+    drawIngestSoon();
   });
+  byId<HTMLInputElement>("doc-filter").addEventListener("input", (ev) => documents.setFilter((ev.target as HTMLInputElement).value));
   void events.onStatusChanged(() => {
     void refreshStatus();
     void refreshMemory();
@@ -151,7 +185,14 @@ function setup() {
   void events.onFetch((line) => problems.fetchProgress(line));
   // The ETA and memory move even when no event arrives.
   window.setInterval(() => {
-    if (!tracker.finished && tracker.files.size) renderIngest(tracker);
+    if (!tracker.finished && tracker.files.size) {
+      drawIngestSoon();
+      // The list and its count grow as batches are stored, not only at the end.
+      if (Date.now() - lastStatusAt > STATUS_DURING_INGEST_MS) {
+        lastStatusAt = Date.now();
+        void refreshStatus();
+      }
+    }
   }, 1000);
   window.setInterval(() => void refreshMemory(), 3000);
   void refreshStatus();
