@@ -29,6 +29,7 @@ const documents = new DocumentList(
 );
 /// When the status was last read, and how often it is read again while an ingestion runs.
 let lastStatusAt = 0;
+let statusReading = false;
 const STATUS_DURING_INGEST_MS = 5000;
 /// The filter box shows from this many documents on.
 const FILTER_FROM = 8;
@@ -188,9 +189,9 @@ function setup() {
     if (!tracker.finished && tracker.files.size) {
       drawIngestSoon();
       // The list and its count grow as batches are stored, not only at the end.
-      if (Date.now() - lastStatusAt > STATUS_DURING_INGEST_MS) {
-        lastStatusAt = Date.now();
-        void refreshStatus();
+      if (!statusReading && Date.now() - lastStatusAt > STATUS_DURING_INGEST_MS) {
+        statusReading = true;
+        void refreshStatus().finally(() => (statusReading = false));
       }
     }
   }, 1000);
