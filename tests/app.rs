@@ -1142,10 +1142,10 @@ fn the_ipc_refuses_what_the_ui_was_not_granted_and_nothing_leaves_the_machine() 
     refused("open_source", json!({}), "chunkId");
     refused("open_source", json!({"chunkId": 42}), "invalid type");
     refused("ask", json!({"question": null}), "");
-    refused("switch_collection", json!({"name": "../../etc"}), "not a collection name");
+    refused("switch_collection", json!({"name": "../../etc"}), "not a library name");
     // Paths: "open source" names a passage, never a file; one outside the collection is unknown.
-    refused("open_source", json!({"chunkId": "../../../../etc/passwd:0"}), "no document in this collection");
-    refused("open_source", json!({"chunkId": "/etc/passwd"}), "no document in this collection");
+    refused("open_source", json!({"chunkId": "../../../../etc/passwd:0"}), "no document in this library");
+    refused("open_source", json!({"chunkId": "/etc/passwd"}), "no document in this library");
     refused("add_watched_folder", json!({"path": "/etc/passwd"}), "not a folder");
     // A device file offered for indexing fails at once instead of being read forever.
     let dev = app.invoke("add_paths", json!({"paths": ["/dev/zero"]})).unwrap();

@@ -277,7 +277,7 @@ fn reading_commands_create_nothing_and_empty_searches_are_refused() {
     for args in reading {
         let out = home.command(&[&["--home", missing.to_str().unwrap()][..], args].concat()).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}");
-        assert!(text(&out.stderr).contains("there is no collection at"), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("there is no library at"), "{args:?}: {}", text(&out.stderr));
         assert!(!missing.exists(), "{args:?} created {}", missing.display());
     }
     assert!(!backup.exists());

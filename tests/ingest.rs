@@ -136,8 +136,7 @@ async fn killed_at_random_points_and_restarted_the_index_equals_a_clean_ingestio
                 .unwrap();
             }
         }
-        let mut child =
-            crashed.command(&["ingest", corpus_path]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = ingest_in_background(&crashed, root);
         let started = std::time::Instant::now();
         let at = 0.05 + rng.unit() * run_length;
         let mut finished = None;
@@ -479,7 +478,12 @@ fn a_photo_without_text_is_not_read_again_until_it_changes() {
     set_time(SystemTime::now() - Duration::from_secs(60));
     let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("wall.jpg (1 pages"), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("wall.jpg (1 page,"), "{}", text(&out.stdout));
+}
+
+/// `quire ingest docs`, started and left running, its output dropped.
+fn ingest_in_background(home: &QuireHome, docs: &Path) -> std::process::Child {
+    home.command(&["ingest", docs.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
 }
 
 /// The loader children reading `file` (their environment names it), by process id.
@@ -504,12 +508,7 @@ fn a_kill_while_a_scan_is_read_costs_nothing() {
     std::fs::write(&scan, quire_testkit::scanned_pdf(8)).unwrap();
     std::fs::write(docs.path().join("note.md"), "# Note\n\nThe boiler was serviced in March.\n").unwrap();
     let home = QuireHome::new(QUIRE);
-    let mut ingest = home
-        .command(&["ingest", docs.path().to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut ingest = ingest_in_background(&home, docs.path());
     // Killed once the scan has been read for a second (8 pages take several).
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while loader_children_reading(&scan).is_empty() {
@@ -535,4 +534,37 @@ fn a_kill_while_a_scan_is_read_costs_nothing() {
     let list = text(&home.quire(&["list"]).stdout);
     assert!(list.contains("2 documents"), "{list}");
     assert!(list.lines().any(|l| l.contains("8 pages") && l.contains("scan.pdf")), "{list}");
+}
+
+/// Killed part way through a scan: the pages OCR had read are kept (sealed, beside the tables)
+/// and the next run reads only the others, then lets the kept pages go. A long scan stopped after
+/// minutes loses none of them.
+#[test]
+fn a_scan_stopped_part_way_resumes_from_the_pages_it_had_read() {
+    let docs = tempfile::tempdir().unwrap();
+    std::fs::write(docs.path().join("scan.pdf"), quire_testkit::scanned_pdf(8)).unwrap();
+    let home = QuireHome::new(QUIRE);
+    let kept_pages = home.data_dir().join("ocr-pages.jsonl");
+    let pages_kept = || std::fs::read_to_string(&kept_pages).map(|t| t.lines().count()).unwrap_or(0);
+    let mut ingest = ingest_in_background(&home, docs.path());
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while pages_kept() < 3 {
+        assert!(std::time::Instant::now() < deadline, "no pages were kept");
+        assert!(ingest.try_wait().unwrap().is_none(), "the ingestion ended before three pages were read");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ingest.kill().unwrap();
+    ingest.wait().unwrap();
+    let kept = pages_kept();
+    assert!((3..8).contains(&kept), "{kept} pages kept");
+
+    let out = home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout) + &text(&out.stderr);
+    assert!(said.contains(&format!("{kept} scanned pages read before it was stopped")), "{said}");
+    assert_eq!(pages_kept(), 0, "the pages are let go once their document is stored");
+    let list = text(&home.quire(&["list"]).stdout);
+    assert!(list.lines().any(|l| l.contains("8 pages") && l.contains("scan.pdf")), "{list}");
+    let found = text(&home.quire(&["search", "serviced once a year twelve years"]).stdout);
+    assert!(found.contains("scan.pdf"), "{found}");
 }

@@ -389,7 +389,7 @@ pub async fn open_source(state: State<'_, AppState>, chunk_id: String, page: Opt
         .document_of_chunk(&chunk_id)
         .await
         .map_err(say)?
-        .ok_or_else(|| format!("no document in this collection holds passage {chunk_id:?}"))?;
+        .ok_or_else(|| format!("no document in this library holds passage {chunk_id:?}"))?;
     let path = std::path::PathBuf::from(&doc.path);
     let name = path.file_name().map_or(doc.path.clone(), |n| n.to_string_lossy().into_owned());
     let opened = crate::platform::open_document(&path, page).map_err(say)?;

@@ -172,7 +172,7 @@ impl AppState {
         let open = std::mem::replace(
             &mut *slot,
             EngineSlot::Locked(if by_passphrase {
-                Lock::NeedsPassphrase("Quire is locked: enter the collection's passphrase.".into())
+                Lock::NeedsPassphrase("Enter the library's passphrase to open it.".into())
             } else {
                 Lock::ByUser
             }),
@@ -205,8 +205,8 @@ impl AppState {
     pub async fn engine(&self) -> Result<Arc<Engine>> {
         match &*self.engine.read().await {
             EngineSlot::Ready(e) => Ok(e.clone()),
-            EngineSlot::Opening => anyhow::bail!("Quire is still opening the collection; try again in a moment"),
-            EngineSlot::Failed(why) => Err(anyhow::anyhow!("{why}")).context("the collection could not be opened"),
+            EngineSlot::Opening => anyhow::bail!("Quire is still opening the library; try again in a moment"),
+            EngineSlot::Failed(why) => Err(anyhow::anyhow!("{why}")).context("the library could not be opened"),
             EngineSlot::Locked(_) => anyhow::bail!("Quire is locked: unlock it first"),
         }
     }

@@ -145,6 +145,9 @@ export function setupChat(opts: { onAnswered?: () => void; onDamaged?: () => voi
       // The conversation goes on from the history (after a restart or an unlock), as the bar says.
       thread.push({ question: x.question, answer: x.answer });
       showThread();
+      // The pane is empty because no answer was picked yet, not because nothing was cited.
+      if (sourcesEmpty && !shownFor)
+        sourcesEmpty.textContent = "Earlier answers are in the chat: click one of their numbers to see the passages it cites.";
     },
     clear() {
       conversation.replaceChildren();

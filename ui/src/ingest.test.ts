@@ -22,7 +22,7 @@ describe("IngestTracker", () => {
 
     t.apply({ type: "ingest_progress", files_done: 0, files_total: 3, chunks_embedded: 10, chunks_per_s: 1.5, eta_s: 12 });
     expect(t.chunksPerSecond).toBe(1.5);
-    t.apply({ type: "file_finished", path: "/a.pdf", outcome: { status: "indexed", pages: 3, chunks: 20, embedded: 20, unreadable_pages: [{ page: 2, reason: "no JPEG 2000" }, { page: 3, reason: "no JPEG 2000" }] } });
+    t.apply({ type: "file_finished", path: "/a.pdf", outcome: { status: "indexed", pages: 3, chunks: 20, embedded: 20, unreadable_pages: [{ page: 2, reason: "no JPEG 2000" }, { page: 3, reason: "no JPEG 2000" }], pages_resumed: 0 } });
     t.apply({ type: "file_finished", path: "/gone", outcome: { status: "failed", reason: "cannot read" } });
     expect(describeState(t.files.get("/a.pdf")!.state)).toBe("indexed: 3 pages, 20 passages; pages 2, 3 unreadable: no JPEG 2000");
     expect(describeState(t.files.get("/gone")!.state)).toBe("failed: cannot read");
@@ -85,7 +85,7 @@ describe("IngestTracker", () => {
   it("shows reused chunks and removed files", () => {
     const t = new IngestTracker(() => 0);
     t.apply({ type: "ingest_started", files: [{ path: "/renamed.md", bytes: 10 }] });
-    t.apply({ type: "file_finished", path: "/renamed.md", outcome: { status: "indexed", pages: 1, chunks: 4, embedded: 1, unreadable_pages: [] } });
+    t.apply({ type: "file_finished", path: "/renamed.md", outcome: { status: "indexed", pages: 1, chunks: 4, embedded: 1, unreadable_pages: [], pages_resumed: 0 } });
     t.apply({ type: "file_finished", path: "/old.md", outcome: { status: "removed" } });
     expect(describeState(t.files.get("/renamed.md")!.state)).toBe("indexed: 1 page, 4 passages (3 reused)");
     expect(describeState(t.files.get("/old.md")!.state)).toBe("removed (gone from disk)");

@@ -69,7 +69,10 @@ export function setupLock(locking: () => void) {
     const backup = byId<HTMLInputElement>("restore-backup-passphrase");
     const [newPassphrase, backupPassphrase] = [fresh.value, backup.value];
     fresh.value = again.value = backup.value = "";
-    await api.importKey(backupPassphrase, newPassphrase);
+    if (await api.importKey(backupPassphrase, newPassphrase))
+      byId("ingest-summary").append(
+        el("p", { text: "The key backup opened the library. Its passphrase is now the new one you chose: the old one no longer opens it." }),
+      );
   }));
 }
 
@@ -84,9 +87,14 @@ export class KeyPanel {
   async show() {
     try {
       const k = await api.keyStatus();
-      const where = k.store === "keychain" ? "the system keychain" : k.store === "passphrase" ? "this collection's folder, sealed under your passphrase" : "memory only";
+      const where = k.store === "keychain" ? "the system keychain" : k.store === "passphrase" ? "this library's folder, sealed under your passphrase" : "memory only";
       const rotating = k.rotating_from.length ? ` · replacing ${k.rotating_from.join(", ")}` : "";
       byId("key-info").textContent = `Encrypted with key ${k.key_id}, kept in ${where}${rotating}.`;
+      // What protects the data, said for this library: a passphrase library has no keychain.
+      byId("privacy-hint").textContent =
+        "Documents, passages, paths and history are stored encrypted" +
+        (k.store === "passphrase" ? ", under a key sealed by your passphrase" : k.store === "keychain" ? ", under a key kept in your system keychain" : "") +
+        ". Embedding vectors are stored as they are.";
       byId("backup-offer").hidden = k.backed_up || k.store === "memory" || this.later || this.documents() === 0;
       byId("backup-offer-text").textContent =
         (k.store === "passphrase"

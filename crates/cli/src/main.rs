@@ -288,7 +288,7 @@ async fn run(command: Command) -> Result<ExitCode> {
             let engine = Engine::open(existing_collection()?).await?;
             let docs = engine.documents().await?;
             for d in &docs {
-                println!("{:>5} chunks {:>4} pages {:>10} B  {}", d.chunks, d.pages, d.bytes, shown(&d.path));
+                println!("{:>5} passages {:>4} pages {:>10} B  {}", d.chunks, d.pages, d.bytes, shown(&d.path));
             }
             println!("{} documents", docs.len());
             Ok(ExitCode::SUCCESS)
@@ -326,7 +326,7 @@ fn existing_collection() -> Result<EngineConfig> {
     let config = EngineConfig::from_home()?;
     anyhow::ensure!(
         config.data_dir.is_dir(),
-        "there is no collection at {} yet (nothing was created there): add documents with \
+        "there is no library at {} yet (nothing was created there): add documents with \
          `quire ingest <folder or files>`, or check --home / QUIRE_HOME",
         config.data_dir.display()
     );
@@ -355,19 +355,19 @@ async fn key(action: KeyAction) -> Result<ExitCode> {
             let backup = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
             let pass = backup_passphrase()?;
             let info = quire_engine::import_key_backup(&config.data_dir, &backup, &pass, &config.keys).await?;
-            println!("key {} of collection {} restored ({:?})", info.key_id, info.collection, info.store);
+            println!("key {} of library {} restored ({:?})", info.key_id, info.collection, info.store);
         }
         KeyAction::Status => {
             let engine = Engine::open(config).await?;
             let info = engine.key_info();
             println!(
-                "collection {}: key {} kept in the {}",
+                "library {}: key {} kept in the {}",
                 info.collection,
                 info.key_id,
                 match info.store {
                     quire_engine::KeyStore::Keychain => "OS keychain",
-                    quire_engine::KeyStore::Passphrase => "collection folder, sealed under its passphrase",
-                    quire_engine::KeyStore::Memory => "memory only (a throwaway collection)",
+                    quire_engine::KeyStore::Passphrase => "library's folder, sealed under its passphrase",
+                    quire_engine::KeyStore::Memory => "memory only (a throwaway library)",
                 }
             );
             if !info.rotating_from.is_empty() {
@@ -480,16 +480,24 @@ fn show_ingest_event(bar: &ProgressBar, event: Event) {
         Event::IngestProgress { files_done, chunks_per_s, eta_s, .. } => {
             bar.set_position(files_done as u64);
             let eta = eta_s.map(|s| format!(", {} left", duration_text(s))).unwrap_or_default();
-            bar.set_message(format!("{chunks_per_s:.1} chunks/s{eta}"));
+            bar.set_message(format!("{chunks_per_s:.1} passages/s{eta}"));
         }
         Event::FileFinished { path, outcome } => match (shown(&path), outcome) {
-            (path, FileOutcome::Indexed { pages, chunks, embedded, unreadable_pages }) => {
+            (path, FileOutcome::Indexed { pages, chunks, embedded, unreadable_pages, pages_resumed }) => {
                 let unreadable = left_out(&unreadable_pages);
                 let reused = match chunks - embedded {
                     0 => String::new(),
                     n => format!(", {n} reused"),
                 };
-                say(format!("indexed   {path} ({pages} pages, {chunks} chunks{reused}{unreadable})"))
+                let resumed = match pages_resumed {
+                    0 => String::new(),
+                    n => format!(", {} read before it was stopped", counted(n as usize, "scanned page")),
+                };
+                say(format!(
+                    "indexed   {path} ({}, {}{reused}{resumed}{unreadable})",
+                    counted(pages as usize, "page"),
+                    counted(chunks as usize, "passage")
+                ))
             }
             (path, FileOutcome::Unchanged) => say(format!("unchanged {path}")),
             (path, FileOutcome::Removed) => say(format!("removed   {path}")),
@@ -503,12 +511,12 @@ fn summarise(report: &quire_engine::IngestReport) -> ExitCode {
     let failed = report.failed();
     let removed = report.count(|o| matches!(o, FileOutcome::Removed));
     println!(
-        "{} indexed, {} unchanged, {}{} failed; {} chunks added ({} embedded, {} reused)",
+        "{} indexed, {} unchanged, {}{} failed; {} added ({} embedded, {} reused)",
         report.count(|o| matches!(o, FileOutcome::Indexed { .. })),
         report.count(|o| matches!(o, FileOutcome::Unchanged)),
         if removed > 0 { format!("{removed} removed, ") } else { String::new() },
         failed.len(),
-        report.chunks(),
+        counted(report.chunks(), "passage"),
         report.embedded(),
         report.chunks() - report.embedded()
     );

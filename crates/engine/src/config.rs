@@ -69,11 +69,11 @@ pub fn collection_dir(home: &Path, name: &str) -> Result<PathBuf> {
     let valid = !name.trim().is_empty()
         && name.len() <= 64
         && name.chars().all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == ' ');
-    anyhow::ensure!(valid, "\"{name}\" is not a collection name: use letters, digits, spaces, - and _ (at most 64)");
-    anyhow::ensure!(name.trim() == name, "\"{name}\" is not a collection name: it may not begin or end with a space");
+    anyhow::ensure!(valid, "\"{name}\" is not a library name: use letters, digits, spaces, - and _ (at most 64)");
+    anyhow::ensure!(name.trim() == name, "\"{name}\" is not a library name: it may not begin or end with a space");
     anyhow::ensure!(
         !is_windows_device_name(name),
-        "\"{name}\" is not a collection name: Windows keeps that name for a device; choose another"
+        "\"{name}\" is not a library name: Windows keeps that name for a device; choose another"
     );
     Ok(if name == DEFAULT_COLLECTION { home.join("index") } else { home.join("collections").join(name) })
 }

@@ -19,6 +19,7 @@ use quire_ingest::isolate::Isolation;
 use quire_ingest::{Chunker, LoadError, LoadedDocument};
 
 use crate::jobs::{FileStamp, Finished, Job, JobState};
+use crate::pages_read::PagesRead;
 use crate::{Cancel, Engine, Event};
 
 /// Chunks embedded per step: small enough for steady progress and a prompt cancel, large
@@ -69,6 +70,8 @@ pub enum FileOutcome {
         /// Pages whose text could not be read, each with the reason; the rest of the file is
         /// indexed.
         unreadable_pages: Vec<quire_ingest::UnreadablePage>,
+        /// Scanned pages whose text an earlier, stopped ingestion had read: not read again.
+        pages_resumed: u32,
     },
     Unchanged,
     /// The file is gone from disk (deleted, or moved out of the folder): its document was removed.
@@ -299,6 +302,7 @@ pub(crate) async fn ingest(
         changed: false,
         versions_since_prune: 0,
         finished: Vec::new(),
+        pages_read: engine.pages_read.clone(),
     };
     run.progress.done_files = report.files.len();
     run.progress.total_files += report.files.len();
@@ -460,6 +464,8 @@ struct Run {
     versions_since_prune: usize,
     /// Files done without a write (unchanged, failed), for the queue.
     finished: Vec<Finished>,
+    /// Scanned pages read before, kept as they are read (`pages_read`).
+    pages_read: std::sync::Arc<std::sync::Mutex<PagesRead>>,
 }
 
 struct PendingDocument {
@@ -467,6 +473,7 @@ struct PendingDocument {
     chunks: Vec<ChunkRecord>,
     embedded: u32,
     unreadable_pages: Vec<quire_ingest::UnreadablePage>,
+    pages_resumed: u32,
 }
 
 enum Prepared {
@@ -526,6 +533,8 @@ async fn flush(
     let chunks: Vec<ChunkRecord> = batch.iter().flat_map(|d| d.chunks.iter().cloned()).collect();
     let kb = engine.knowledge_base();
     kb.commit(&records, &chunks).await?;
+    // Their scanned pages are stored with them now.
+    engine.pages_read(|p| p.forget(records.iter().map(|r| r.content_hash.as_str())))?;
     run.stored_hashes.extend(chunks.iter().map(|c| c.hash.clone()));
     run.changed = true;
     run.versions_since_prune += 4;
@@ -544,6 +553,7 @@ async fn flush(
             chunks: doc.record.chunks,
             embedded: doc.embedded,
             unreadable_pages: doc.unreadable_pages,
+            pages_resumed: doc.pages_resumed,
         };
         finish(report, on_event, doc.record.path.clone(), outcome);
     }
@@ -557,10 +567,7 @@ enum Loaded {
     /// Nothing to embed: its size and time are those stored.
     Done(FileOutcome),
     /// The file cannot be indexed; `lasting` when that comes from its bytes as stamped.
-    Failed {
-        reason: String,
-        lasting: Option<FileStamp>,
-    },
+    Failed { reason: String, lasting: Option<FileStamp> },
     /// The bytes stored, under a new modification time (to record, so the next scan need not
     /// read the file).
     Touched(DocumentRecord),
@@ -568,6 +575,8 @@ enum Loaded {
         doc: LoadedDocument,
         chunks: Vec<quire_ingest::Chunk>,
         modified_ms: i64,
+        /// Scanned pages taken as an earlier, stopped run had read them.
+        pages_resumed: u32,
     },
 }
 
@@ -587,6 +596,7 @@ fn read_and_chunk(
     failed_before: Option<Job>,
     isolation: Option<Isolation>,
     chunker: &Chunker,
+    pages_read: &std::sync::Mutex<PagesRead>,
     on_page: &mut dyn FnMut(u32, u32),
 ) -> ReadAhead {
     let t = Instant::now();
@@ -636,23 +646,52 @@ fn read_and_chunk(
         record.ingested_at_ms = millis(SystemTime::now());
         return done(Loaded::Touched(record), t);
     }
+    let mut pages_resumed = 0;
     let loaded =
         quire_ingest::DocKind::from_path(path).ok_or(LoadError::Unsupported).and_then(|kind| match isolation {
-            Some(iso) if kind.needs_isolation() => quire_ingest::isolate::load_isolated(path, &iso, on_page),
+            Some(iso) if kind.needs_isolation() => {
+                // A scan stopped part way resumes from the pages it had read.
+                let kept =
+                    |f: &mut dyn FnMut(&mut PagesRead)| f(&mut pages_read.lock().unwrap_or_else(|p| p.into_inner()));
+                let mut before = HashMap::new();
+                kept(&mut |p| before = p.of(&content_hash));
+                quire_ingest::isolate::load_isolated(path, &iso, &before, &mut |page, pages, text| {
+                    on_page(page, pages);
+                    if before.contains_key(&page) {
+                        pages_resumed += 1;
+                    } else {
+                        // Losing a page kept costs only its OCR again: not worth failing the file.
+                        kept(&mut |p| {
+                            let _ = p.keep(&content_hash, page, text.clone());
+                        });
+                    }
+                })
+            }
             _ => quire_ingest::load_bytes(path, kind, &bytes),
         });
     let reading_s = t.elapsed().as_secs_f64();
+    // A file that fails for its own bytes will not be read on from its pages: they are let go.
+    // (One stopped by its time or memory limit keeps them for the next try.)
+    let forget_pages = || {
+        let _ = pages_read.lock().unwrap_or_else(|p| p.into_inner()).forget([content_hash.as_str()]);
+    };
     let doc = match loaded {
         Ok(doc) => doc,
-        Err(e) => return ReadAhead { loaded: failed(e), reading_s, chunking_s: 0.0 },
+        Err(e) => {
+            if e.is_lasting() {
+                forget_pages();
+            }
+            return ReadAhead { loaded: failed(e), reading_s, chunking_s: 0.0 };
+        }
     };
     let t = Instant::now();
     let chunks = chunker.chunk(&doc);
     let chunking_s = t.elapsed().as_secs_f64();
     let loaded = if chunks.is_empty() {
+        forget_pages();
         Loaded::Failed { reason: "no text to index".into(), lasting: Some(stamp) }
     } else {
-        Loaded::Chunked { doc, chunks, modified_ms }
+        Loaded::Chunked { doc, chunks, modified_ms, pages_resumed }
     };
     ReadAhead { loaded, reading_s, chunking_s }
 }
@@ -667,10 +706,10 @@ struct Reading {
 fn start_reading(run: &Run, path: &Path, isolation: Option<Isolation>) -> Reading {
     let stored = run.stored.get(path.to_string_lossy().as_ref()).cloned();
     let failed_before = run.failed_before.get(path.to_string_lossy().as_ref()).cloned();
-    let (path, chunker) = (path.to_path_buf(), run.chunker.clone());
+    let (path, chunker, kept) = (path.to_path_buf(), run.chunker.clone(), run.pages_read.clone());
     let (page_read, pages_read) = tokio::sync::mpsc::unbounded_channel();
     let done = tokio::task::spawn_blocking(move || {
-        read_and_chunk(&path, stored, failed_before, isolation, &chunker, &mut |page, pages| {
+        read_and_chunk(&path, stored, failed_before, isolation, &chunker, &kept, &mut |page, pages| {
             let _ = page_read.send((page, pages));
         })
     });
@@ -709,14 +748,14 @@ async fn prepare(
     run.timings.chunking_s += waited * ahead.chunking_s / work;
     let path_str = path.to_string_lossy().into_owned();
     let doc_id = document_id(engine.knowledge_base(), path);
-    let (doc, chunks, modified_ms) = match ahead.loaded {
+    let (doc, chunks, modified_ms, pages_resumed) = match ahead.loaded {
         Loaded::Done(outcome) => return Ok(Prepared::Done(outcome)),
         Loaded::Failed { reason, lasting } => return Ok(Prepared::Failed { reason, lasting }),
         Loaded::Touched(record) => {
             engine.knowledge_base().update_document(&record).await?;
             return Ok(Prepared::Done(FileOutcome::Unchanged));
         }
-        Loaded::Chunked { doc, chunks, modified_ms } => (doc, chunks, modified_ms),
+        Loaded::Chunked { doc, chunks, modified_ms, pages_resumed } => (doc, chunks, modified_ms, pages_resumed),
     };
     progress(on_event, FileStage::Chunking, 0, 0);
     let hashes: Vec<String> = chunks.iter().map(|c| engine.knowledge_base().chunk_hash(&c.text)).collect();
@@ -805,6 +844,7 @@ async fn prepare(
         chunks: records,
         embedded: missing.len() as u32,
         unreadable_pages: doc.unreadable_pages,
+        pages_resumed,
     })))
 }
 

@@ -48,6 +48,7 @@ impl Engine {
             ingestion::remove_orphans(self).await?;
             let protection = self.kb.protection();
             self.jobs(|q| q.reseal(protection.clone()))?;
+            self.pages_read(|p| p.reseal(protection.clone()))?;
             self.history().reseal(protection)?;
             // Old table versions still hold what was sealed under the old key (or stored plain):
             // compacted away and deleted.
@@ -55,6 +56,7 @@ impl Engine {
             self.kb.optimize(std::time::Duration::ZERO).await?;
             let left = self.kb.rows_under_other_keys().await?
                 + self.jobs(|q| q.lines_under_other_keys())?
+                + self.pages_read(|p| p.lines_under_other_keys())?
                 + self.history().lines_under_other_keys()?;
             if left == 0 {
                 self.vault.lock().unwrap_or_else(|p| p.into_inner()).finish_rotation()?;
@@ -108,7 +110,7 @@ pub async fn import_key_backup(
     if !missing.is_empty() {
         let list = |keys: &mut dyn Iterator<Item = &String>| keys.map(String::as_str).collect::<Vec<_>>().join(", ");
         anyhow::bail!(
-            "this backup holds key {}, but the collection is sealed under key {}, which the backup does not \
+            "this backup holds key {}, but the library is sealed under key {}, which the backup does not \
              hold (it was made before a key rotation); nothing was changed. Use a backup made after the last rotation",
             list(&mut held.iter()),
             list(&mut missing.into_iter())
@@ -128,7 +130,7 @@ pub(crate) async fn refuse_sealed_data_without_manifest(dir: &Path) -> Result<()
     if !keys_sealing_the_logs(dir).is_empty() || KnowledgeBase::holds_sealed_data(dir).await? {
         return Err(crate::Remedied {
             problem: format!(
-                "the key manifest of this collection ({}) is missing, but the collection holds encrypted \
+                "the key manifest of this library ({}) is missing, but the library holds encrypted \
                  documents; nothing was changed. Restore it from your key backup, then open it again",
                 dir.join(quire_vault::store::MANIFEST).display()
             ),

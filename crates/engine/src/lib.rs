@@ -23,6 +23,7 @@ mod literals;
 pub mod memory;
 mod models;
 mod notices;
+mod pages_read;
 mod quotes;
 mod remedy;
 mod retrieval;
@@ -73,6 +74,9 @@ pub struct Engine {
     kb: KnowledgeBase,
     llm: OnceCell<Llm>,
     jobs: std::sync::Mutex<jobs::JobQueue>,
+    /// Scanned pages read and not yet stored with their document (shared with the thread that
+    /// reads files).
+    pages_read: std::sync::Arc<std::sync::Mutex<pages_read::PagesRead>>,
     /// Vectors of documents removed since this engine opened, by chunk hash: a file moved in
     /// two steps (removed, then seen at its new place) keeps its vectors.
     removed_vectors: std::sync::Mutex<std::collections::HashMap<String, Vec<f32>>>,
@@ -118,13 +122,15 @@ impl Engine {
         let pass = config.embedder_pass;
         let embedder = tokio::task::spawn_blocking(move || Embedder::load_with(&dir, pass)).await??;
         let kb = KnowledgeBase::open(&config.data_dir, embedder.dim(), protection.clone()).await?;
-        let jobs = jobs::JobQueue::open(&config.data_dir, protection)?;
+        let jobs = jobs::JobQueue::open(&config.data_dir, protection.clone())?;
+        let pages_read = pages_read::PagesRead::open(&config.data_dir, protection)?;
         let engine = Engine {
             config,
             embedder: Arc::new(embedder),
             kb,
             llm: OnceCell::new(),
             jobs: std::sync::Mutex::new(jobs),
+            pages_read: std::sync::Arc::new(std::sync::Mutex::new(pages_read)),
             removed_vectors: Default::default(),
             rss_before_llm: std::sync::atomic::AtomicU64::new(0),
             reranker: Default::default(),

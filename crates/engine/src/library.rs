@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::{ingestion, jobs, Cancel, DocumentRecord, Engine, Event, IngestReport, Job, JobState};
+use crate::{ingestion, jobs, pages_read, Cancel, DocumentRecord, Engine, Event, IngestReport, Job, JobState};
 
 impl Engine {
     pub async fn documents(&self) -> Result<Vec<DocumentRecord>> {
@@ -28,6 +28,12 @@ impl Engine {
     pub(crate) fn jobs<T>(&self, f: impl FnOnce(&mut jobs::JobQueue) -> Result<T>) -> Result<T> {
         let mut queue = self.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         f(&mut queue)
+    }
+
+    /// Works with the scanned pages read and not yet stored.
+    pub(crate) fn pages_read<T>(&self, f: impl FnOnce(&mut pages_read::PagesRead) -> Result<T>) -> Result<T> {
+        let mut pages = self.pages_read.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut pages)
     }
 
     /// Keeps removed documents' vectors for reuse, within a bound (about 30 MB of 384-d vectors).

@@ -53,7 +53,10 @@ pub fn serve_if_worker() {
     }
     go_with_the_parent();
     crate::quiet_parser_panics();
-    let reply = match load_file(Path::new(&path)) {
+    // The scanned pages read before, from the parent (`load_isolated`); none when it sent none.
+    let before: std::collections::HashMap<u32, String> =
+        serde_json::from_reader(std::io::stdin().lock()).unwrap_or_default();
+    let reply = match crate::with_pages_read(before, || load_file(Path::new(&path))) {
         Ok(doc) => WorkerReply::Loaded(doc),
         Err(e) => WorkerReply::Failed { reason: e.to_string(), lasting: e.is_lasting() },
     };
@@ -152,17 +155,19 @@ fn limit_memory(_bytes: u64) {
     // No limit to set on this OS; the time limit still applies.
 }
 
-/// Loads `path` in a child process; the child is killed when it passes the time limit.
-/// `on_page(page, pages)` hears of each scanned page read.
+/// Loads `path` in a child process; the child is killed when it passes the time limit. The
+/// scanned pages of `read_before` are taken as read (`pages_read`); `on_page(page, pages, text)`
+/// hears of each scanned page read, with its text.
 pub fn load_isolated(
     path: &Path,
     isolation: &Isolation,
-    on_page: &mut dyn FnMut(u32, u32),
+    read_before: &std::collections::HashMap<u32, String>,
+    on_page: &mut dyn FnMut(u32, u32, String),
 ) -> Result<LoadedDocument, LoadError> {
     let mut child = Command::new(&isolation.worker)
         .env(WORKER_ENV, path)
         .env(MEMORY_ENV, isolation.memory_mb.to_string())
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -177,6 +182,12 @@ pub fn load_isolated(
             buf
         })
     };
+    // Written on a thread of its own: a child that stops reading must not stop this one.
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let before = serde_json::to_vec(read_before).unwrap_or_default();
+    std::thread::spawn(move || {
+        let _ = std::io::Write::write_all(&mut stdin, &before);
+    });
     let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
     let (pages_read, progress) = std::sync::mpsc::channel();
     let stderr_pipe = child.stderr.take().expect("piped stderr");
@@ -200,9 +211,9 @@ pub fn load_isolated(
     });
     let mut deadline = Instant::now() + isolation.timeout;
     let status = loop {
-        for (page, pages) in progress.try_iter() {
+        for (page, pages, text) in progress.try_iter() {
             deadline = Instant::now() + isolation.timeout;
-            on_page(page, pages);
+            on_page(page, pages, text);
         }
         match child.try_wait() {
             Ok(Some(status)) => break status,

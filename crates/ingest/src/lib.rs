@@ -8,6 +8,7 @@ pub mod isolate;
 mod limits;
 mod loaders;
 mod office;
+mod pages_read;
 mod scans;
 
 pub use chunker::{Chunk, Chunker, CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS, MAX_CHUNK_BYTES};
@@ -18,6 +19,7 @@ pub use loaders::{
     DocKind, LoadedDocument, Page, UnreadablePage,
 };
 pub use office::{docx_text, epub_text, html_to_text};
+pub use pages_read::with_pages_read;
 
 /// The PDF parser panics on some malformed files; the loaders catch those panics and report them
 /// per file (or per page), so the default hook's backtrace would only alarm. A front end calls

@@ -16,26 +16,29 @@ pub const MAX_ARCHIVE_TEXT_BYTES: u64 = 256 * 1024 * 1024;
 /// Set (to the file's path) in the environment of a loader child process.
 pub(crate) const WORKER_ENV: &str = "QUIRE_LOADER_WORKER";
 /// What a loader child writes to stderr each time it has read a scanned page, before
-/// `<page>/<pages>` and a new line.
+/// `<page>/<pages> <the page's text as a JSON string>` and a new line.
 pub(crate) const PAGE_READ: &str = "quire-loader: page read ";
 /// The child's memory limit in MB, passed through the environment.
 pub(crate) const MEMORY_ENV: &str = "QUIRE_LOADER_MEMORY_MB";
 
-/// In a loader child: tells the parent page `page` of `pages` was read (its time limit starts
-/// again, and the front end can show how far the file is).
-pub(crate) fn report_page_read(page: u32, pages: u32) {
+/// In a loader child: tells the parent page `page` of `pages` was read, and its text (its time
+/// limit starts again, the front end can show how far the file is, and the engine keeps the
+/// text so that the scan resumes from here if it is stopped).
+pub(crate) fn report_page_read(page: u32, pages: u32, text: &str) {
     if std::env::var_os(WORKER_ENV).is_some() {
         if crate::isolate::parent_is_gone() {
             std::process::exit(1);
         }
-        eprintln!("{PAGE_READ}{page}/{pages}");
+        let text = serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into());
+        eprintln!("{PAGE_READ}{page}/{pages} {text}");
     }
 }
 
-/// The page and the page count of a child's progress line, if `line` is one.
-pub(crate) fn page_read(line: &str) -> Option<(u32, u32)> {
-    let (page, pages) = line.strip_prefix(PAGE_READ)?.trim_end().split_once('/')?;
-    Some((page.parse().ok()?, pages.parse().ok()?))
+/// The page, the page count and the page's text of a child's progress line, if `line` is one.
+pub(crate) fn page_read(line: &str) -> Option<(u32, u32, String)> {
+    let (at, text) = line.strip_prefix(PAGE_READ)?.trim_end().split_once(' ')?;
+    let (page, pages) = at.split_once('/')?;
+    Some((page.parse().ok()?, pages.parse().ok()?, serde_json::from_str(text).ok()?))
 }
 
 /// What a loader may allocate, in words: the child's allowance, or the machine's memory.
@@ -52,7 +55,11 @@ mod tests {
 
     #[test]
     fn a_progress_line_says_its_page_and_nothing_else_does() {
-        assert_eq!(page_read("quire-loader: page read 3/59"), Some((3, 59)));
+        assert_eq!(
+            page_read("quire-loader: page read 3/59 \"Warranty card\\nSeven years\""),
+            Some((3, 59, "Warranty card\nSeven years".into()))
+        );
+        assert_eq!(page_read("quire-loader: page read 3/59"), None);
         assert_eq!(page_read("quire-loader: page read 3 of 59"), None);
         assert_eq!(page_read("thread 'main' panicked at page read 3/59"), None);
     }

@@ -218,8 +218,23 @@ pub fn decode_text(bytes: &[u8]) -> Result<String, LoadError> {
     }
     match std::str::from_utf8(bytes) {
         Ok(text) => Ok(text.to_owned()),
+        Err(_) if mostly_utf8(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
         Err(_) => Ok(encoding_rs::WINDOWS_1252.decode_without_bom_handling(bytes).0.into_owned()),
     }
+}
+
+/// Whether `bytes`, not valid UTF-8, are UTF-8 with a few damaged bytes rather than a legacy
+/// encoding: more well-formed multi-byte characters than broken sequences. Latin-1 and
+/// Windows-1252 text almost never forms a valid multi-byte sequence, while a Japanese or Arabic
+/// file with one damaged byte is thousands of them; read as Windows-1252, all of it would be
+/// mojibake for one byte.
+fn mostly_utf8(bytes: &[u8]) -> bool {
+    let (mut characters, mut broken) = (0usize, 0usize);
+    for chunk in bytes.utf8_chunks() {
+        characters += chunk.valid().chars().filter(|c| !c.is_ascii()).count();
+        broken += usize::from(!chunk.invalid().is_empty());
+    }
+    characters > broken
 }
 
 /// UTF-16 text with no byte-order mark, told by where its zero bytes are: text in Latin, Greek,

@@ -54,7 +54,7 @@ pub(crate) fn image_text(bytes: &[u8]) -> Result<Vec<String>, LoadError> {
     if image::guess_format(bytes).ok() == Some(image::ImageFormat::Tiff) {
         return tiff_text(bytes);
     }
-    Ok(vec![read(&decode_image(bytes, None)?, (1, 1))?])
+    Ok(vec![read_page((1, 1), || decode_image(bytes, None))?])
 }
 
 fn tiff_error(e: tiff::TiffError) -> LoadError {
@@ -82,7 +82,7 @@ fn tiff_text(bytes: &[u8]) -> Result<Vec<String>, LoadError> {
         if number > 1 {
             decoder.next_image().map_err(tiff_error)?;
         }
-        texts.push(read(&tiff_page(&mut decoder)?, (number, count))?);
+        texts.push(read_page((number, count), || tiff_page(&mut decoder))?);
     }
     Ok(texts)
 }
@@ -120,14 +120,25 @@ fn tiff_page(decoder: &mut tiff::decoder::Decoder<Cursor<&[u8]>>) -> Result<Dyna
     })
 }
 
-/// OCR of page `at.0` of `at.1`, reported as read (a loader child's progress).
-fn read(image: &DynamicImage, at: (u32, u32)) -> Result<String, LoadError> {
-    let page = ocr()?.read(image).map_err(|e| LoadError::Ocr(format!("{e:#}")))?;
-    crate::limits::report_page_read(at.0, at.1);
-    // A letter or two is what OCR makes of noise (a damaged image, a speckled blank page), not
-    // text a person would look for.
-    let letters = page.text.chars().filter(|c| c.is_alphanumeric()).count();
-    Ok(if letters < OCR_LEAST_LETTERS { String::new() } else { page.text })
+/// The text of page `at.0` of `at.1`: as it was read before (`pages_read`), or OCR of the image
+/// `decode` gives; reported as read, with its text (a loader child's progress).
+fn read_page(at: (u32, u32), decode: impl FnOnce() -> Result<DynamicImage, LoadError>) -> Result<String, LoadError> {
+    let text = match crate::pages_read::read_before(at.0) {
+        Some(text) => text,
+        None => {
+            let page = ocr()?.read(&decode()?).map_err(|e| LoadError::Ocr(format!("{e:#}")))?;
+            // A letter or two is what OCR makes of noise (a damaged image, a speckled blank
+            // page), not text a person would look for.
+            let letters = page.text.chars().filter(|c| c.is_alphanumeric()).count();
+            if letters < OCR_LEAST_LETTERS {
+                String::new()
+            } else {
+                page.text
+            }
+        }
+    };
+    crate::limits::report_page_read(at.0, at.1, &text);
+    Ok(text)
 }
 
 /// The fewest letters and digits an OCR'd page must hold to count as text.
@@ -165,17 +176,19 @@ fn too_large(width: u32, height: u32) -> LoadError {
 /// page draws no image big enough to be a scan; an error when it does but it cannot be read.
 pub(crate) fn pdf_page_text(doc: &Document, page: ObjectId, at: (u32, u32)) -> Result<Option<String>, LoadError> {
     let Some(stream) = largest_image(doc, page) else { return Ok(None) };
-    let image = decode_pdf_image(doc, stream)?;
-    // Shown as the page is shown: a scanner that finds a page fed sideways or upside down turns
-    // it with `/Rotate`, or draws the pixels turned by the matrix that places them, and leaves
-    // the pixels as they came (the detector reads upright lines).
-    let image = match (placement_turn(doc, page, stream) + page_rotation(doc, page)) % 360 {
-        90 => image.rotate90(),
-        180 => image.rotate180(),
-        270 => image.rotate270(),
-        _ => image,
-    };
-    read(&image, at).map(Some)
+    read_page(at, || {
+        let image = decode_pdf_image(doc, stream)?;
+        // Shown as the page is shown: a scanner that finds a page fed sideways or upside down
+        // turns it with `/Rotate`, or draws the pixels turned by the matrix that places them, and
+        // leaves the pixels as they came (the detector reads upright lines).
+        Ok(match (placement_turn(doc, page, stream) + page_rotation(doc, page)) % 360 {
+            90 => image.rotate90(),
+            180 => image.rotate180(),
+            270 => image.rotate270(),
+            _ => image,
+        })
+    })
+    .map(Some)
 }
 
 /// How far the page's content turns `image` where it draws it, in clockwise degrees 0, 90,

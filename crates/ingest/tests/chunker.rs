@@ -129,3 +129,62 @@ fn a_giant_line_without_spaces_gives_bounded_chunks() {
         assert_eq!(covered, text.trim_end().len(), "{name}: the chunks reach the end");
     }
 }
+
+/// Text in every script a person may keep, with what real files carry that is not plain text:
+/// right-to-left Arabic and Hebrew, Japanese and Chinese without spaces, emoji joined by zero-
+/// width joiners and skin tones, combining accents, zero-width spaces and non-joiners, a UTF-16
+/// file with a lone surrogate, a UTF-8 file with one byte damaged. Each is read (the damage as
+/// U+FFFD, the rest of the file as written) and chunked into passages that map back to their
+/// text, never a panic.
+#[test]
+fn text_in_every_script_is_read_and_chunked_whole() {
+    let tok = tokenizer();
+    let chunker = Chunker::new(&tok).unwrap();
+    let mixed = "Notes in every script.\n\
+        العربية: يجب تجديد العقد قبل نهاية الشهر.\n\
+        עברית: יש לחדש את החוזה לפני סוף החודש.\n\
+        日本語：契約は月末までに更新する必要があります。\n\
+        中文：合同必须在月底之前续签。\n\
+        Emoji: 👩‍👩‍👧‍👦 family, 👍🏽 thumbs, 🇩🇪 flag, e\u{301}te\u{301} combining, zero\u{200B}width, non\u{200C}joiner.\n";
+    let mut utf16 = vec![0xFF, 0xFE];
+    for unit in "Vertrag über drei Jahre; ".encode_utf16().chain([0xD800]).chain(" Kündigung 契約.".encode_utf16())
+    {
+        utf16.extend_from_slice(&unit.to_le_bytes());
+    }
+    let mut damaged_utf8 =
+        "Le contrat doit être renouvelé avant la fin du mois. 契約は更新される。".as_bytes().to_vec();
+    damaged_utf8.insert(20, 0xFF);
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, Vec<u8>, &[&str]); 3] = [
+        (
+            "mixed.md",
+            mixed.as_bytes().to_vec(),
+            &[
+                "يجب تجديد العقد",
+                "יש לחדש את החוזה",
+                "契約は月末までに更新",
+                "合同必须在月底之前续签",
+                "👩‍👩‍👧‍👦",
+                "e\u{301}te\u{301}",
+            ],
+        ),
+        ("utf16.txt", utf16, &["Vertrag über drei Jahre; \u{FFFD} Kündigung 契約."]),
+        ("damaged.txt", damaged_utf8, &["renouvelé avant la fin du mois", "契約は更新される", "\u{FFFD}"]),
+    ];
+    for (name, bytes, expected) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let doc = load_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let text = &doc.pages[0].text;
+        for part in expected {
+            assert!(text.contains(part), "{name}: {part:?} not in {text:?}");
+        }
+        let chunks = chunker.chunk(&doc);
+        assert!(!chunks.is_empty(), "{name} gave no passages");
+        for c in &chunks {
+            assert_eq!(&text[c.start..c.end], c.text, "{name} passage {}", c.seq);
+        }
+        let covered: usize = chunks.last().unwrap().end;
+        assert_eq!(covered, text.trim_end().len(), "{name}: the passages reach the end of the text");
+    }
+}

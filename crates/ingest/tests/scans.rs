@@ -38,6 +38,21 @@ fn a_scanned_pdf_is_read_page_by_page() {
     }
 }
 
+/// A scan whose reading was stopped part way resumes: the pages read before keep the text they
+/// were read as (their images are not read again), the others are read.
+#[test]
+fn pages_read_before_are_taken_as_read() {
+    ocr_installed();
+    let before = std::collections::HashMap::from([(1, "Page one as read by the stopped run.".to_string())]);
+    let pdf = quire_testkit::scanned_pdf(2);
+    let doc = quire_ingest::with_pages_read(before, || load_bytes(Path::new("scan.pdf"), DocKind::Pdf, &pdf)).unwrap();
+    assert_eq!(doc.pages[0].text, "Page one as read by the stopped run.");
+    assert!(doc.pages[1].text.contains("twelve years when the unit is serviced once a year"), "{:?}", doc.pages[1]);
+    // Only for that load: the next one reads every page.
+    let again = load_bytes(Path::new("scan.pdf"), DocKind::Pdf, &pdf).unwrap();
+    assert!(again.pages[0].text.contains("twelve years when the unit is serviced once a year"), "{:?}", again.pages[0]);
+}
+
 #[test]
 fn a_cut_image_gives_what_it_holds_and_a_false_one_an_error() {
     ocr_installed();

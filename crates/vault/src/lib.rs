@@ -38,7 +38,7 @@ pub use store::{api_token, write_private, KeyAccess, KeyInfo, KeyStore, Vault};
 #[derive(Debug, thiserror::Error)]
 pub enum VaultError {
     #[error(
-        "this collection's key ({key_id}) is not in the OS keychain, so its documents cannot be read; \
+        "this library's key ({key_id}) is not in the OS keychain, so its documents cannot be read; \
          nothing was changed or deleted. Import your key backup or restore the keychain entry \"{entry}\""
     )]
     KeyMissing { key_id: String, entry: String },
@@ -47,15 +47,15 @@ pub enum VaultError {
          protect the collection with a passphrase instead: set QUIRE_PASSPHRASE (or choose one in the app)"
     )]
     NoKeychain { reason: String },
-    #[error("this collection is protected by a passphrase: set QUIRE_PASSPHRASE (or enter it in the app) to open it")]
+    #[error("this library is protected by a passphrase: set QUIRE_PASSPHRASE (or enter it in the app) to open it")]
     PassphraseNeeded,
     #[error("wrong passphrase (nothing was changed)")]
     WrongPassphrase,
-    #[error("stored data was sealed by key {0}, which this collection no longer has; restore it from a key backup")]
+    #[error("stored data was sealed by key {0}, which this library no longer has; restore it from a key backup")]
     UnknownKey(String),
     #[error("a sealed value ({context}) failed to decrypt: the data is damaged or belongs elsewhere")]
     Damaged { context: String },
-    #[error("the collection is locked: unlock it to read or add documents")]
+    #[error("the library is locked: unlock it to read or add documents")]
     Locked,
     #[error("{0}")]
     Other(String),

@@ -172,7 +172,7 @@ impl Vault {
                 passphrase::unwrap(wrapped, pass, &purpose(collection))
             }
             Some(StoredKey::Memory { .. }) => Err(VaultError::Other(
-                "this was a throwaway collection whose key was never stored; delete its folder".into(),
+                "this was a throwaway library whose key was never stored; delete its folder".into(),
             )),
             None => Err(VaultError::UnknownKey(id.to_owned())),
         }
@@ -283,7 +283,7 @@ impl Vault {
         if let Some(m) = &existing {
             if m.collection != backup.collection {
                 return Err(VaultError::Other(format!(
-                    "this backup is of collection {}, not of this one ({}); nothing was changed",
+                    "this backup is of library {}, not of this one ({}); nothing was changed",
                     backup.collection, m.collection
                 )));
             }
@@ -314,7 +314,7 @@ impl Vault {
         }
         if !manifest.keys.iter().any(|k| k.id() == manifest.current) {
             return Err(VaultError::Other(format!(
-                "the backup does not hold the collection's current key {}; use a newer backup",
+                "the backup does not hold the library's current key {}; use a newer backup",
                 manifest.current
             )));
         }

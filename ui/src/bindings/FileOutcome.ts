@@ -11,4 +11,8 @@ embedded: number,
  * Pages whose text could not be read, each with the reason; the rest of the file is
  * indexed.
  */
-unreadable_pages: Array<UnreadablePage>, } | { "status": "unchanged" } | { "status": "removed" } | { "status": "failed", reason: string, };
+unreadable_pages: Array<UnreadablePage>, 
+/**
+ * Scanned pages whose text an earlier, stopped ingestion had read: not read again.
+ */
+pages_resumed: number, } | { "status": "unchanged" } | { "status": "removed" } | { "status": "failed", reason: string, };
