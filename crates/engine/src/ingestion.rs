@@ -646,24 +646,20 @@ fn read_and_chunk(
         record.ingested_at_ms = millis(SystemTime::now());
         return done(Loaded::Touched(record), t);
     }
+    let kept_pages = || pages_read.lock().unwrap_or_else(|p| p.into_inner());
     let mut pages_resumed = 0;
     let loaded =
         quire_ingest::DocKind::from_path(path).ok_or(LoadError::Unsupported).and_then(|kind| match isolation {
             Some(iso) if kind.needs_isolation() => {
                 // A scan stopped part way resumes from the pages it had read.
-                let kept =
-                    |f: &mut dyn FnMut(&mut PagesRead)| f(&mut pages_read.lock().unwrap_or_else(|p| p.into_inner()));
-                let mut before = HashMap::new();
-                kept(&mut |p| before = p.of(&content_hash));
+                let before = kept_pages().of(&content_hash);
                 quire_ingest::isolate::load_isolated(path, &iso, &before, &mut |page, pages, text| {
                     on_page(page, pages);
                     if before.contains_key(&page) {
                         pages_resumed += 1;
                     } else {
                         // Losing a page kept costs only its OCR again: not worth failing the file.
-                        kept(&mut |p| {
-                            let _ = p.keep(&content_hash, page, text.clone());
-                        });
+                        let _ = kept_pages().keep(&content_hash, page, text);
                     }
                 })
             }
@@ -673,7 +669,7 @@ fn read_and_chunk(
     // A file that fails for its own bytes will not be read on from its pages: they are let go.
     // (One stopped by its time or memory limit keeps them for the next try.)
     let forget_pages = || {
-        let _ = pages_read.lock().unwrap_or_else(|p| p.into_inner()).forget([content_hash.as_str()]);
+        let _ = kept_pages().forget([content_hash.as_str()]);
     };
     let doc = match loaded {
         Ok(doc) => doc,
