@@ -16,10 +16,11 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v node >/dev/null || need+=(nodejs npm)
 # libdbus-1-dev: the keychain (Secret Service) client. gnome-keyring, libsecret-tools, dbus:
 # a keychain for machines without a desktop session (the tests run in one, scripts/test.sh);
-# strace: the no-network test.
+# strace: the no-network test. fonts-droid-fallback: Chinese and Japanese glyphs for the window
+# in those languages (a desktop has such fonts; a bare machine under Xvfb has none).
 for pkg in libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev \
            libssl-dev webkit2gtk-driver xvfb xauth file \
-           libdbus-1-dev dbus gnome-keyring libsecret-tools strace; do
+           libdbus-1-dev dbus gnome-keyring libsecret-tools strace fonts-droid-fallback; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -1639,3 +1639,136 @@ fn big_library_in_the_window(count: usize, written: &str) {
     assert!(found.contains("note-01337.md") && !found.contains("note-01338.md"), "{found}");
     app.screenshot(&format!("22-library-of-{count}-narrow-filtered.png"));
 }
+
+/// The app's words that a person would see cut off: each word of the catalogue on show (and
+/// every button and label) whose box runs past the window's edge, is clipped inside itself, or
+/// is clipped by a box around it that does not scroll. Words only screen readers read
+/// (`.visually-hidden`) are not on show.
+const CUT_WORDS: &str = "const out = []; const vw = document.documentElement.clientWidth; \
+    for (const e of document.querySelectorAll('[data-i18n], button, label, legend, summary')) { \
+      if (!e.getClientRects().length || e.closest('.visually-hidden')) continue; \
+      const s = getComputedStyle(e); if (s.visibility === 'hidden') continue; \
+      const r = e.getBoundingClientRect(); if (r.width === 0 || r.height === 0) continue; \
+      let cut = r.right > vw + 1 || r.left < -1 || (s.overflowX !== 'visible' && e.scrollWidth > e.clientWidth + 1); \
+      for (let a = e.parentElement; a && !cut; a = a.parentElement) { \
+        const as = getComputedStyle(a); \
+        if (as.overflowX === 'auto' || as.overflowX === 'scroll') break; \
+        if (as.overflowX === 'visible') continue; \
+        const ar = a.getBoundingClientRect(); \
+        cut = r.right > ar.right + 1 || r.left < ar.left - 1; \
+      } \
+      if (cut) out.push((e.id || e.dataset.i18n || e.tagName) + ': ' + e.textContent.trim().slice(0, 60)); \
+    } \
+    return out;";
+
+/// Labels that must stay on one line (the window's buttons, its status, the pane tabs) broken
+/// over two or more: a word split ("設\n定") or a label taller than its row.
+const WRAPPED_LABELS: &str = "return [...document.querySelectorAll('.topbar button, .pill, .pane-tab')] \
+      .filter(e => e.getClientRects().length) \
+      .filter(e => { const s = getComputedStyle(e); \
+        const inner = e.getBoundingClientRect().height - parseFloat(s.paddingTop) - parseFloat(s.paddingBottom); \
+        return Math.round(inner / (parseFloat(s.fontSize) * 1.25)) >= 2; }) \
+      .map(e => e.id + ': ' + e.textContent.trim());";
+
+/// The app in the person's language (issue 58 item 4): Japanese as chosen in Settings, then
+/// German picked in the Settings' language list (every window redrawn in it, the choice kept),
+/// then, with no choice made, the system's locale (Chinese). At 800×600 nothing is cut off, in
+/// the main window and in Settings; the screenshots are looked at by a person.
+#[test]
+fn the_app_speaks_the_persons_language_with_nothing_cut_off() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    let docs = quire_testkit::copy_samples(&["markdown"]);
+    let mut settings = smollm2_settings();
+    settings["language"] = json!("ja");
+    let app = App::start(settings);
+    app.wait_ready();
+    let lang = |a: &App| a.js("return document.documentElement.lang;", json!([])).as_str().unwrap_or("").to_string();
+    assert_eq!(lang(&app), "ja");
+    assert_eq!(app.text("#add-files-button"), "ファイルを追加");
+    assert!(app.text("#model-status").starts_with("準備完了"), "{}", app.text("#model-status"));
+    app.add_documents(docs.path(), 3, Duration::from_secs(300));
+    assert!(app.text("#ingest-summary").contains("索引作成"), "{}", app.text("#ingest-summary"));
+    let (answer, _) = app.ask("What does the guide say about tables?", Duration::from_secs(300));
+    assert!(!answer.is_empty());
+    let meta = app.text(".exchange:last-child .answer-meta");
+    assert!(meta.contains("最初の語まで"), "{meta}");
+    assert!(app.text("#memory").contains("回答モデル"), "{}", app.text("#memory"));
+
+    // Each window looked at: its screenshot, and what is cut off in it (all said at the end).
+    let cut_off = std::cell::RefCell::new(Vec::new());
+    let looked_at = |a: &App, shot: &str| {
+        a.screenshot(shot);
+        for check in [CUT_WORDS, CUT_PLACEHOLDERS, WRAPPED_LABELS] {
+            let cut = a.js(check, json!([]));
+            if cut != json!([]) {
+                cut_off.borrow_mut().push(format!("{shot}: {cut}"));
+            }
+        }
+    };
+    app.set_size(800, 600);
+    looked_at(&app, "14-japanese-800x600.png");
+    app.click("#settings-button");
+    let picker = app.wait_until("the language picker", Duration::from_secs(10), |a| {
+        let v = a.js(
+            "const s = document.getElementById('language-select'); \
+             const models = document.getElementById('target-model-select').options.length; \
+             return s.options.length && models >= 2 ? [[...s.options].map(o => o.textContent), s.value] : null;",
+            json!([]),
+        );
+        (!v.is_null()).then_some(v)
+    });
+    assert_eq!(picker[1], json!("ja"), "{picker}");
+    assert!(picker[0][0].as_str().unwrap().starts_with("システムの言語"), "{picker}");
+    assert!(picker[0].as_array().unwrap().contains(&json!("Deutsch")), "{picker}");
+    looked_at(&app, "14b-japanese-settings-800x600.png");
+
+    // German, French, Spanish, picked as a person picks them: the window is drawn again in each,
+    // and the choice is kept.
+    for (tag, add_files, library, shot) in [
+        ("de", "Dateien hinzufügen", "Bibliothek", "15-german"),
+        ("fr", "Ajouter des fichiers", "Bibliothèque", "15c-french"),
+        ("es", "Añadir archivos", "Biblioteca", "15e-spanish"),
+    ] {
+        app.js(
+            "const s = document.getElementById('language-select'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+            json!([tag]),
+        );
+        app.wait_until(&format!("the window in {tag}"), Duration::from_secs(30), |a| {
+            (lang(a) == tag && a.text("#add-files-button") == add_files).then_some(())
+        });
+        let kept: Value =
+            serde_json::from_str(&std::fs::read_to_string(app.home.path().join("settings.json")).unwrap()).unwrap();
+        assert_eq!(kept["language"], json!(tag), "{kept}");
+        app.wait_until("the library listed again", Duration::from_secs(30), |a| {
+            a.documents_listed().filter(|&n| n >= 3)
+        });
+        assert!(app.text("#library-title").starts_with(library), "{}", app.text("#library-title"));
+        looked_at(&app, &format!("{shot}-800x600.png"));
+        app.click("#settings-button");
+        app.wait_until("the pickers filled", Duration::from_secs(30), |a| {
+            let v = a.js(
+                "return [document.getElementById('language-select').value, document.getElementById('target-model-select').options.length];",
+                json!([]),
+            );
+            (v[0] == json!(tag) && v[1].as_u64().unwrap_or(0) >= 2).then_some(())
+        });
+        looked_at(&app, &format!("{shot}-settings-800x600.png"));
+    }
+    drop(app);
+
+    // No choice made: the system's language (its locale), here Chinese.
+    let tiny = quire_testkit::model(&quire_models::SMOLLM2);
+    let app = App::start_with_models(
+        json!({"target_model": tiny, "preload_model": false}),
+        &quire_models::models_dir().unwrap(),
+        &[("LC_ALL", "zh_CN.UTF-8"), ("LANG", "zh_CN.UTF-8")],
+    );
+    app.wait_until("the window in Chinese", Duration::from_secs(60), |a| {
+        (lang(a) == "zh" && a.text("#add-files-button") == "添加文件").then_some(())
+    });
+    app.set_size(800, 600);
+    looked_at(&app, "16-chinese-800x600.png");
+    app.click("#settings-button");
+    looked_at(&app, "16b-chinese-settings-800x600.png");
+    assert_eq!(cut_off.into_inner(), Vec::<String>::new(), "cut off at 800×600");
+}

@@ -23,6 +23,7 @@ mod tests {
         quire_engine::KeyInfo::export_all_to(dir).unwrap();
         LocalApi::export_all_to(dir).unwrap();
         LibraryHealth::export_all_to(dir).unwrap();
+        LanguageChoice::export_all_to(dir).unwrap();
         let events = format!(
             "// Generated from src-tauri/src/ipc.rs. Do not edit.\n\
              export const EVENT_INGEST = {:?};\n\
@@ -30,8 +31,15 @@ mod tests {
              export const EVENT_FILES_DROPPED = {:?};\n\
              export const EVENT_DRAGGING = {:?};\n\
              export const EVENT_RESEAL = {:?};\n\
-             export const EVENT_FETCH = {:?};\n",
-            EVENT_INGEST, EVENT_STATUS_CHANGED, EVENT_FILES_DROPPED, EVENT_DRAGGING, EVENT_RESEAL, EVENT_FETCH,
+             export const EVENT_FETCH = {:?};\n\
+             export const EVENT_LANGUAGE = {:?};\n",
+            EVENT_INGEST,
+            EVENT_STATUS_CHANGED,
+            EVENT_FILES_DROPPED,
+            EVENT_DRAGGING,
+            EVENT_RESEAL,
+            EVENT_FETCH,
+            EVENT_LANGUAGE,
         );
         std::fs::write(dir.join("events.ts"), events).unwrap();
         let said = format!(

@@ -38,7 +38,9 @@ macro_rules! for_each_command {
             rotate_key(): usize,
             export_key(backup_passphrase: String): Option<String>,
             import_key(backup_passphrase: String, new_passphrase: Option<String>): bool,
-            set_local_api(port: Option<u16>): crate::ipc::LocalApi
+            set_local_api(port: Option<u16>): crate::ipc::LocalApi,
+            language(): crate::ipc::LanguageChoice,
+            set_language(language: Option<String>): crate::ipc::LanguageChoice
         )
     };
 }

@@ -314,7 +314,8 @@ pub async fn repair_library(app: AppHandle, state: State<'_, AppState>) -> Reply
 #[tauri::command]
 pub async fn choose_and_add(app: AppHandle, state: State<'_, AppState>, folders: bool) -> Reply<Option<IngestSummary>> {
     use tauri_plugin_dialog::DialogExt;
-    let dialog = app.dialog().file().set_title(if folders { "Add folders to Quire" } else { "Add files to Quire" });
+    let dialog =
+        app.dialog().file().set_title(state.word(if folders { "dialog.addFolders" } else { "dialog.addFiles" }));
     let picked = tauri::async_runtime::spawn_blocking(move || {
         if folders {
             dialog.blocking_pick_folders()
@@ -478,7 +479,7 @@ pub async fn add_watched_folder(app: AppHandle, state: State<'_, AppState>, path
 #[tauri::command]
 pub async fn choose_watched_folder(app: AppHandle, state: State<'_, AppState>) -> Reply<Option<IngestSummary>> {
     use tauri_plugin_dialog::DialogExt;
-    let dialog = app.dialog().file().set_title("Watch a folder with Quire");
+    let dialog = app.dialog().file().set_title(state.word("dialog.watch"));
     let picked =
         tauri::async_runtime::spawn_blocking(move || dialog.blocking_pick_folder()).await.map_err(|e| e.to_string())?;
     let Some(folder) = picked.and_then(|p| p.into_path().ok()) else { return Ok(None) };
@@ -623,7 +624,7 @@ pub async fn export_key(
         return Err("choose a backup passphrase of at least 8 characters".into());
     }
     let engine = state.engine().await.map_err(say)?;
-    let dialog = app.dialog().file().set_title("Save the key backup").set_file_name("quire-key-backup.json");
+    let dialog = app.dialog().file().set_title(state.word("dialog.saveBackup")).set_file_name("quire-key-backup.json");
     let Some(picked) =
         tauri::async_runtime::spawn_blocking(move || dialog.blocking_save_file()).await.map_err(|e| e.to_string())?
     else {
@@ -645,7 +646,11 @@ pub async fn import_key(
     new_passphrase: Option<String>,
 ) -> Reply<bool> {
     use tauri_plugin_dialog::DialogExt;
-    let dialog = app.dialog().file().set_title("Open a key backup").add_filter("Quire key backup", &["json"]);
+    let dialog = app
+        .dialog()
+        .file()
+        .set_title(state.word("dialog.openBackup"))
+        .add_filter(state.word("dialog.backupFilter"), &["json"]);
     let Some(picked) =
         tauri::async_runtime::spawn_blocking(move || dialog.blocking_pick_file()).await.map_err(|e| e.to_string())?
     else {
@@ -764,4 +769,36 @@ mod tests {
     fn quire_vault_error_key_missing() -> quire_engine::VaultError {
         quire_engine::VaultError::KeyMissing { key_id: "k1".into(), entry: "quire collection c1".into() }
     }
+}
+
+/// The language the app speaks, the one chosen and the system's.
+#[tauri::command]
+pub fn language(state: State<'_, AppState>) -> Reply<LanguageChoice> {
+    Ok(language_choice(&state))
+}
+
+fn language_choice(state: &AppState) -> LanguageChoice {
+    LanguageChoice {
+        language: state.language().to_string(),
+        chosen: state.settings().language,
+        system: crate::words::system_language().to_string(),
+    }
+}
+
+/// Speaks `language` from now on (`None`: the system's): kept in the settings, the tray's menu
+/// said in it, and every window told (each puts itself in it).
+#[tauri::command]
+pub fn set_language(app: AppHandle, state: State<'_, AppState>, language: Option<String>) -> Reply<LanguageChoice> {
+    if let Some(tag) = &language {
+        if crate::words::language_of(tag) != tag {
+            return Err(format!("Quire does not speak {tag:?}: choose one of the languages Settings lists"));
+        }
+    }
+    state.update_settings(|s| s.language = language).map_err(say)?;
+    let choice = language_choice(&state);
+    if let Err(e) = crate::windows::set_tray_language(&app, &choice.language) {
+        eprintln!("the tray's menu stays in its language: {e:#}");
+    }
+    let _ = app.emit(EVENT_LANGUAGE, &choice.language);
+    Ok(choice)
 }

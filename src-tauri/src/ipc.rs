@@ -14,6 +14,7 @@ pub const EVENT_FILES_DROPPED: &str = "files-dropped"; // Vec<String>
 pub const EVENT_DRAGGING: &str = "dragging"; // bool: files are being dragged over the window
 pub const EVENT_RESEAL: &str = "reseal"; // (done, total) documents resealed under a new key
 pub const EVENT_FETCH: &str = "fetch"; // String: a line of what fetching the models is doing
+pub const EVENT_LANGUAGE: &str = "language"; // String: the app speaks this language from now on
 
 /// How the window says that damaged files are mended, after the engine's "files look damaged";
 /// the UI offers its check and repair where an error ends with it (`saysDamaged`).
@@ -112,4 +113,13 @@ pub struct LocalApi {
 #[derive(Debug, Clone, Serialize, TS)]
 pub struct SetModelsResult {
     pub warnings: Vec<String>,
+}
+
+/// The language the app speaks (`language`, a tag of ui/src/i18n), the one chosen in Settings
+/// (`None`: the system's) and the system's own, as the app speaks it.
+#[derive(Debug, Clone, Serialize, TS)]
+pub struct LanguageChoice {
+    pub language: String,
+    pub chosen: Option<String>,
+    pub system: String,
 }

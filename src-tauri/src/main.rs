@@ -15,6 +15,7 @@ mod replies;
 mod settings;
 mod state;
 mod windows;
+mod words;
 
 use std::time::Duration;
 
@@ -54,8 +55,10 @@ fn main() {
             for_each_command!(handler)
         })
         .setup(move |app| {
-            app.manage(AppState::new(home));
-            if let Err(e) = windows::install_tray(app.handle()) {
+            let state = AppState::new(home);
+            let language = state.language();
+            app.manage(state);
+            if let Err(e) = windows::install_tray(app.handle(), language) {
                 eprintln!("no tray icon: {e:#}");
             }
             if let Err(e) = windows::install_shortcut(app.handle()) {

@@ -26,6 +26,8 @@ pub struct Settings {
     /// Say "Your documents don't say" when they do not answer, withdrawing an answer none of its
     /// cited passages supports (the default); off, every reply is the model's answer.
     pub decline_unsupported: bool,
+    /// The app's language, by tag ("de", "ja"…); `None`: the system's (the default).
+    pub language: Option<String>,
 }
 
 impl Default for Settings {
@@ -38,6 +40,7 @@ impl Default for Settings {
             preload_model: true,
             local_api_port: None,
             decline_unsupported: true,
+            language: None,
         }
     }
 }

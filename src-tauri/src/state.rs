@@ -89,6 +89,16 @@ impl AppState {
         self.settings.lock().expect("settings lock").clone()
     }
 
+    /// The language the app speaks now: the one chosen in Settings, else the system's.
+    pub fn language(&self) -> &'static str {
+        crate::words::app_language(self.settings().language.as_deref())
+    }
+
+    /// `key` of the catalogue in the language the app speaks now.
+    pub fn word(&self, key: &str) -> String {
+        crate::words::word(self.language(), key)
+    }
+
     pub fn update_settings(&self, change: impl FnOnce(&mut Settings)) -> Result<Settings> {
         let mut settings = self.settings.lock().expect("settings lock");
         let mut next = settings.clone();

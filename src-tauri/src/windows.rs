@@ -5,6 +5,8 @@ use tauri::menu::{Menu, MenuItem};
 use tauri::tray::{MouseButton, MouseButtonState, TrayIconBuilder, TrayIconEvent};
 use tauri::{AppHandle, Manager};
 
+use crate::words::word;
+
 pub const MAIN: &str = "main";
 pub const QUICK_ASK: &str = "quick-ask";
 /// Opens or hides the quick-ask window from anywhere.
@@ -28,13 +30,28 @@ pub fn toggle_quick_ask(app: &AppHandle) {
     }
 }
 
-pub fn install_tray(app: &AppHandle) -> Result<()> {
-    let quick = MenuItem::with_id(app, "quick", "Quick ask…", true, None::<&str>)?;
-    let open = MenuItem::with_id(app, "open", "Open Quire", true, None::<&str>)?;
-    let quit = MenuItem::with_id(app, "quit", "Quit", true, None::<&str>)?;
-    let menu = Menu::with_items(app, &[&quick, &open, &quit])?;
+const TRAY: &str = "quire";
+
+/// The tray's menu, in `language`.
+fn tray_menu(app: &AppHandle, language: &str) -> Result<Menu<tauri::Wry>> {
+    let quick = MenuItem::with_id(app, "quick", word(language, "tray.quickAsk"), true, None::<&str>)?;
+    let open = MenuItem::with_id(app, "open", word(language, "tray.open"), true, None::<&str>)?;
+    let quit = MenuItem::with_id(app, "quit", word(language, "tray.quit"), true, None::<&str>)?;
+    Ok(Menu::with_items(app, &[&quick, &open, &quit])?)
+}
+
+/// The tray's menu said in `language` from now on.
+pub fn set_tray_language(app: &AppHandle, language: &str) -> Result<()> {
+    if let Some(tray) = app.tray_by_id(TRAY) {
+        tray.set_menu(Some(tray_menu(app, language)?))?;
+    }
+    Ok(())
+}
+
+pub fn install_tray(app: &AppHandle, language: &str) -> Result<()> {
+    let menu = tray_menu(app, language)?;
     let icon = app.default_window_icon().cloned().context("the app has no icon")?;
-    TrayIconBuilder::with_id("quire")
+    TrayIconBuilder::with_id(TRAY)
         .icon(icon)
         .tooltip("Quire")
         .menu(&menu)

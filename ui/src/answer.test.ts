@@ -155,7 +155,7 @@ describe("answer view", () => {
     expect(opened).toEqual([3]);
     const before = ExchangeView.past({ ...kept, citations: [{ ...kept.citations[0], chunk_id: "", quote_range: null, passage: "" }] }, () => {});
     expect(before.root.querySelector(".citation-marker")).toBeNull();
-    expect(before.root.querySelector(".answer-meta")!.textContent).toBe("[3] old.pdf p. 9");
+    expect(before.root.querySelector(".answer-meta")!.textContent).toBe("[3] old.pdf, p. 9");
   });
 
   it("shows a decline as an answer: the streamed words withdrawn, no markers, the passages read", () => {

@@ -7,7 +7,8 @@ import type { Citation } from "./bindings/Citation";
 import type { Declined } from "./bindings/Declined";
 import type { Source } from "./bindings/Source";
 import { el } from "./dom";
-import { fileName, location, readableMarkdown, seconds, splitByteRange } from "./format";
+import { location, quoted, readableMarkdown, seconds, splitByteRange } from "./format";
+import { currentLanguage, num, t } from "./i18n";
 
 export type Cited = { number: number; chunkId: string; path: string; page: number | null; passage: string; quote: string; range: [number, number] | null; cited: boolean };
 
@@ -35,9 +36,9 @@ export class ExchangeView {
     this.markers = el("div", { className: "citation-markers" });
     this.quote = el("blockquote", { className: "answer-quote" });
     this.quote.hidden = true;
-    this.meta = el("div", { className: "answer-meta muted", text: "searching…" });
+    this.meta = el("div", { className: "answer-meta muted", text: t("answer.searching") });
     // How far the model has read the question and passages: most of the wait on a CPU.
-    this.reading = el("progress", { className: "reading", attrs: { max: "1", value: "0", "aria-label": "Reading the passages" } });
+    this.reading = el("progress", { className: "reading", attrs: { max: "1", value: "0", "aria-label": t("answer.readingLabel") } });
     this.reading.hidden = true;
     this.details = el("details", { className: "answer-details muted" });
     this.details.hidden = true;
@@ -56,18 +57,17 @@ export class ExchangeView {
   onEvent(e: EngineEvent): void {
     if (e.type === "retrieved") {
       this.sources = e.sources;
-      this.meta.textContent = `${e.sources.length} passages found; writing…`;
+      this.meta.textContent = t("answer.found", { n: e.sources.length });
     } else if (e.type === "prompt_progress") {
       if (this.streamed) return;
       this.reading.max = Math.max(1, e.total);
       this.reading.value = e.done;
       this.reading.hidden = false;
-      const n = this.sources.length;
-      this.meta.textContent = `reading the question and ${n} passage${n === 1 ? "" : "s"}: ${e.done.toLocaleString("en")} of ${e.total.toLocaleString("en")} tokens`;
+      this.meta.textContent = t("answer.reading", { n: this.sources.length, done: e.done, total: e.total });
       this.root.setAttribute("data-prompt", `${e.done}/${e.total}`);
     } else if (e.type === "answer_delta") {
       this.reading.hidden = true;
-      if (!this.streamed) this.meta.textContent = "writing…";
+      if (!this.streamed) this.meta.textContent = t("answer.writing");
       this.streamed += e.text;
       this.text.textContent = this.streamed;
       this.updates++;
@@ -82,18 +82,27 @@ export class ExchangeView {
     this.showQuote();
     this.showDeclined(answer.declined);
     const s = answer.stats;
-    const t = answer.timing;
+    const time = answer.timing;
     const spec = answer.speculation;
     // Tokens per model step: above 1 when drafted tokens were accepted (speculative decoding).
-    const perStep = spec && spec.verify_steps > 0 ? ` · ${(spec.generated_tokens / spec.verify_steps).toFixed(1)} tokens/step` : "";
+    const perStep = spec && spec.verify_steps > 0 ? t("answer.perStep", { n: num(spec.generated_tokens / spec.verify_steps, 1) }) : "";
     // Loading shows only when this question waited for it (the first after start or unlock).
-    const loading = seconds(t.model_load) >= 0.05 ? ` · answer model loaded in ${seconds(t.model_load).toFixed(1)} s` : "";
+    const loading = seconds(time.model_load) >= 0.05 ? t("answer.loaded", { s: num(seconds(time.model_load), 1) }) : "";
     // One plain line, the whole wait from the question; the figures behind "details".
-    this.meta.textContent = `first word after ${seconds(t.first_word).toFixed(1)} s`;
-    this.details.replaceChildren(
-      el("summary", { text: "details" }),
-      el("span", { text: `searched in ${seconds(t.search).toFixed(2)} s${loading} · passages' sentences chosen in ${seconds(t.prompt_building).toFixed(2)} s · model read ${s.prompt_tokens.toLocaleString("en")} tokens of question and passages in ${seconds(s.time_to_first_token).toFixed(1)} s (${s.prompt_reused_tokens.toLocaleString("en")} kept from the last question) · ${s.completion_tokens} tokens written at ${s.decode_tokens_per_sec.toFixed(1)} tok/s${perStep} · whole answer after ${seconds(t.total).toFixed(1)} s` }),
-    );
+    this.meta.textContent = t("answer.firstWord", { s: num(seconds(time.first_word), 1) });
+    const details = t("answer.details", {
+      search: num(seconds(time.search), 2),
+      loading,
+      choosing: num(seconds(time.prompt_building), 2),
+      prompt: s.prompt_tokens,
+      reading: num(seconds(s.time_to_first_token), 1),
+      reused: s.prompt_reused_tokens,
+      written: s.completion_tokens,
+      rate: num(s.decode_tokens_per_sec, 1),
+      perStep,
+      total: num(seconds(time.total), 1),
+    });
+    this.details.replaceChildren(el("summary", { text: t("common.details") }), el("span", { text: details }));
     this.details.hidden = false;
     this.root.setAttribute("data-state", "done");
     return this.places;
@@ -110,9 +119,9 @@ export class ExchangeView {
       v.places = answerPlaces(x.citations, x.sources);
       v.showMarkers();
       v.showQuote();
-      v.meta.textContent = `asked ${new Date(x.at_ms).toLocaleString()}`;
+      v.meta.textContent = t("answer.asked", { when: new Date(x.at_ms).toLocaleString(currentLanguage()) });
     } else {
-      v.meta.textContent = x.citations.map((c) => `[${c.number}] ${fileName(c.path)}${c.page == null ? "" : ` p. ${c.page}`}`).join("  ");
+      v.meta.textContent = x.citations.map((c) => `[${c.number}] ${location(c.path, c.page)}`).join("  ");
     }
     return v;
   }
@@ -123,7 +132,7 @@ export class ExchangeView {
     this.root.classList.toggle("declined", !!declined);
     this.root.querySelector(".withdrawn")?.remove();
     if (declined?.unsupported_answer) {
-      const note = el("p", { className: "withdrawn muted", text: `Not given, as the passages do not bear it out: “${declined.unsupported_answer}”` });
+      const note = el("p", { className: "withdrawn muted", text: t("answer.withdrawn", { answer: quoted(declined.unsupported_answer) }) });
       this.text.after(note);
     }
   }
@@ -137,7 +146,7 @@ export class ExchangeView {
     const first = this.places.find((c) => c.cited && c.quote);
     this.quote.hidden = !first;
     this.quote.replaceChildren();
-    if (first) this.quote.append(el("span", { text: `“${first.quote}”` }), el("cite", { className: "muted", text: location(first.path, first.page) }));
+    if (first) this.quote.append(el("span", { text: quoted(first.quote) }), el("cite", { className: "muted", text: location(first.path, first.page) }));
   }
 
   private showMarkers(): void {
@@ -158,7 +167,7 @@ export class ExchangeView {
   fail(message: string, action?: { label: string; run: () => void }): void {
     this.reading.hidden = true;
     this.root.setAttribute("data-state", message === "cancelled" ? "cancelled" : "error");
-    this.meta.textContent = message === "cancelled" ? "stopped" : message;
+    this.meta.textContent = message === "cancelled" ? t("answer.stopped") : message;
     this.meta.classList.toggle("error", message !== "cancelled");
     if (action) {
       const button = el("button", { className: "small offer", text: action.label, attrs: { type: "button" } });
@@ -210,7 +219,7 @@ export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkI
           passage.scrollTop = Math.max(0, mark.offsetTop - passage.offsetTop - 40);
         });
       }
-      const open = el("button", { className: "small", text: "Open document", attrs: { type: "button" } });
+      const open = el("button", { className: "small", text: t("sources.open"), attrs: { type: "button" } });
       open.addEventListener("click", () => onOpen(c.chunkId, c.page));
       const li = el(
         "li",
@@ -218,8 +227,8 @@ export function renderSources(list: HTMLElement, cited: Cited[], onOpen: (chunkI
         el("div", { className: "source-head" }, el("span", { className: "source-number", text: String(c.number) }), el("span", { className: "source-doc", text: location(c.path, c.page) }), open),
         passage,
       );
-      if (!quote && c.quote) li.append(el("p", { className: "muted", text: `Quoted: “${c.quote}” (not found word for word in this passage)` }));
-      if (!c.cited && answered) li.append(el("p", { className: "muted", text: "Read for this answer, not cited." }));
+      if (!quote && c.quote) li.append(el("p", { className: "muted", text: t("sources.quotedNotFound", { quote: quoted(c.quote) }) }));
+      if (!c.cited && answered) li.append(el("p", { className: "muted", text: t("sources.readNotCited") }));
       return li;
     }),
   );

@@ -16,7 +16,7 @@ import type { MemoryBudget } from "./bindings/MemoryBudget";
 import type { Settings } from "./bindings/Settings";
 import type { Turn } from "./bindings/Turn";
 import { COMMANDS, type Args, type Replies } from "./bindings/commands";
-import { EVENT_DRAGGING, EVENT_FETCH, EVENT_FILES_DROPPED, EVENT_INGEST, EVENT_RESEAL, EVENT_STATUS_CHANGED } from "./bindings/events";
+import { EVENT_DRAGGING, EVENT_FETCH, EVENT_FILES_DROPPED, EVENT_INGEST, EVENT_LANGUAGE, EVENT_RESEAL, EVENT_STATUS_CHANGED } from "./bindings/events";
 import { DAMAGE_REMEDY } from "./bindings/said";
 
 export type Command = (typeof COMMANDS)[number];
@@ -78,6 +78,10 @@ export const api = {
   /// the restored key is sealed under from now on.
   importKey: (backupPassphrase: string, newPassphrase: string | null) => call("import_key", { backupPassphrase, newPassphrase }),
   setLocalApi: (port: number | null) => call("set_local_api", { port }),
+  /// The language the app speaks, the one chosen in Settings and the system's.
+  language: () => call("language"),
+  /// `language`: a tag of src/i18n, or null for the system's.
+  setLanguage: (language: string | null) => call("set_language", { language }),
 };
 
 export const events = {
@@ -87,6 +91,8 @@ export const events = {
     listen<string[]>(EVENT_FILES_DROPPED, (e) => f(e.payload)),
   onDragging: (f: (dragging: boolean) => void): Promise<UnlistenFn> => listen<boolean>(EVENT_DRAGGING, (e) => f(e.payload)),
   onFetch: (f: (line: string) => void): Promise<UnlistenFn> => listen<string>(EVENT_FETCH, (e) => f(e.payload)),
+  /// The app speaks another language from now on (chosen in Settings).
+  onLanguage: (f: (language: string) => void): Promise<UnlistenFn> => listen<string>(EVENT_LANGUAGE, (e) => f(e.payload)),
   onReseal: (f: (done: number, total: number) => void): Promise<UnlistenFn> =>
     listen<[number, number]>(EVENT_RESEAL, (e) => f(e.payload[0], e.payload[1])),
 };

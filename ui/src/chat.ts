@@ -2,6 +2,7 @@
 import { api, errorText, saysDamaged, type Exchange, type Turn } from "./api";
 import { renderSources, retrievedPlaces, ExchangeView } from "./answer";
 import { byId, el } from "./dom";
+import { t } from "./i18n";
 import { showPane } from "./panes";
 
 export type Chat = {
@@ -61,13 +62,12 @@ export function setupChat(opts: { onAnswered?: () => void; onDamaged?: () => voi
   const threadBar = byId("thread-bar");
   const showThread = () => {
     threadBar.hidden = thread.length === 0;
-    const n = thread.length;
-    byId("thread-note").textContent = `The next question follows from the ${n === 1 ? "answer" : `${n} answers`} above.`;
+    byId("thread-note").textContent = t("chat.threadNote", { n: thread.length });
   };
   byId("new-conversation-button").addEventListener("click", () => {
     thread = [];
     showThread();
-    if (conversation.querySelector(".exchange")) conversation.append(el("div", { className: "conversation-break", text: "New conversation" }));
+    if (conversation.querySelector(".exchange")) conversation.append(el("div", { className: "conversation-break", text: t("chat.newConversation") }));
     question.focus();
   });
 
@@ -115,7 +115,7 @@ export function setupChat(opts: { onAnswered?: () => void; onDamaged?: () => voi
       opts.onAnswered?.();
     } catch (e) {
       const message = errorText(e);
-      const repair = opts.onDamaged && saysDamaged(message) ? { label: "Check and repair the library…", run: opts.onDamaged } : undefined;
+      const repair = opts.onDamaged && saysDamaged(message) ? { label: t("problems.checkRepair"), run: opts.onDamaged } : undefined;
       view.fail(message, repair);
     } finally {
       setBusy(false);
@@ -147,7 +147,7 @@ export function setupChat(opts: { onAnswered?: () => void; onDamaged?: () => voi
       showThread();
       // The pane is empty because no answer was picked yet, not because nothing was cited.
       if (sourcesEmpty && !shownFor)
-        sourcesEmpty.textContent = "Earlier answers are in the chat: click one of their numbers to see the passages it cites.";
+        sourcesEmpty.textContent = t("sources.earlier");
     },
     clear() {
       conversation.replaceChildren();

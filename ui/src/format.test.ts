@@ -54,7 +54,7 @@ describe("counted", () => {
   it("says one thing in the singular and others in the plural", () => {
     expect(counted(1, "page")).toBe("1 page");
     expect(counted(0, "passage")).toBe("0 passages");
-    expect(counted(1234, "chunk")).toBe("1,234 chunks");
+    expect(counted(1234, "document")).toBe("1,234 documents");
   });
 });
 

@@ -1,4 +1,5 @@
-// Small pure helpers for what the UI prints.
+// Small pure helpers for what the UI prints, in the language it speaks.
+import { num, t, type Key } from "./i18n";
 
 export function formatBytes(n: number): string {
   if (!Number.isFinite(n) || n < 0) return "–";
@@ -9,12 +10,12 @@ export function formatBytes(n: number): string {
     v /= 1000;
     i++;
   }
-  return `${v >= 100 || i === 0 ? Math.round(v) : v.toFixed(1)} ${units[i]}`;
+  return `${v >= 100 || i === 0 ? num(Math.round(v)) : num(v, 1)} ${units[i]}`;
 }
 
-/// A count with its noun, singular for one: "1 page", "3 pages".
-export function counted(n: number, singular: string, plural = `${singular}s`): string {
-  return `${n.toLocaleString("en")} ${n === 1 ? singular : plural}`;
+/// A count with its noun, as the language says it: "1 page", "3 pages", "3 Seiten", "3 ページ".
+export function counted(n: number, noun: "page" | "passage" | "document" | "file"): string {
+  return t(`count.${noun}` as Key, { n });
 }
 
 /// A Markdown passage as a person reads it: images (badges above all,
@@ -39,19 +40,19 @@ export function seconds(d: { secs: number; nanos: number }): number {
 export function formatDuration(seconds: number): string {
   if (!Number.isFinite(seconds) || seconds < 0) return "–";
   const s = Math.round(seconds);
-  if (s < 60) return `${s} s`;
+  if (s < 60) return t("time.seconds", { s });
   const m = Math.floor(s / 60);
-  if (m < 60) return `${m} min ${s % 60} s`;
-  return `${Math.floor(m / 60)} h ${m % 60} min`;
+  if (m < 60) return t("time.minutes", { m, s: s % 60 });
+  return t("time.hours", { h: Math.floor(m / 60), m: m % 60 });
 }
 
 /// Time left as a person would say it: coarse, so an estimate does not flicker.
 export function formatTimeLeft(seconds: number): string {
   if (!Number.isFinite(seconds) || seconds < 0) return "–";
-  if (seconds < 10) return "a few seconds left";
-  if (seconds < 60) return `about ${Math.round(seconds / 5) * 5} s left`;
-  if (seconds < 3600) return `about ${Math.round(seconds / 60)} min left`;
-  return `about ${formatDuration(Math.round(seconds / 600) * 600)} left`;
+  if (seconds < 10) return t("time.fewSeconds");
+  if (seconds < 60) return t("time.aboutSeconds", { s: Math.round(seconds / 5) * 5 });
+  if (seconds < 3600) return t("time.aboutMinutes", { m: Math.round(seconds / 60) });
+  return t("time.about", { duration: formatDuration(Math.round(seconds / 600) * 600) });
 }
 
 export function fileName(path: string): string {
@@ -60,7 +61,12 @@ export function fileName(path: string): string {
 }
 
 export function location(path: string, page: number | null): string {
-  return page == null ? fileName(path) : `${fileName(path)}, p. ${page}`;
+  return page == null ? fileName(path) : t("format.location", { file: fileName(path), page: String(page) });
+}
+
+/// Words quoted, in the language's quotation marks.
+export function quoted(text: string): string {
+  return t("format.quoted", { text });
 }
 
 /// Splits `text` around a byte range (Rust gives UTF-8 byte offsets; JS strings index UTF-16).
@@ -75,7 +81,7 @@ export function splitByteRange(text: string, range: [number, number] | null): [s
 
 /** Why a new passphrase cannot be taken as typed (too short, or typed differently twice), or null. */
 export function newPassphraseProblem(passphrase: string, again: string): string | null {
-  if ([...passphrase].length < 8) return "Choose a passphrase of at least 8 characters.";
-  if (passphrase !== again) return "The two passphrases differ: type the same one twice.";
+  if ([...passphrase].length < 8) return t("lock.tooShort");
+  if (passphrase !== again) return t("lock.differ");
   return null;
 }

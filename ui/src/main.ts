@@ -3,7 +3,8 @@
 import { api, errorText, events, type AppStatus } from "./api";
 import { setupChat } from "./chat";
 import { byId, el } from "./dom";
-import { counted, formatBytes } from "./format";
+import { formatBytes } from "./format";
+import { num, speakTheAppsLanguage, t } from "./i18n";
 import { IngestTracker } from "./ingest";
 import { addPaths, DocumentList, ProblemsBanner, renderIngest } from "./library";
 import { KeyPanel, setupLock, showLock } from "./lock";
@@ -23,7 +24,7 @@ const documents = new DocumentList(
   (docId) => api.removeDocument(docId).catch((e) => alert(errorText(e))),
   byId("documents-viewport"),
   (shown, total) => {
-    byId("doc-filter-count").textContent = shown === total ? "" : `${shown} of ${counted(total, "document")}`;
+    byId("doc-filter-count").textContent = shown === total ? "" : t("library.filterCount", { shown, n: total });
     byId("doc-filter").hidden = total < FILTER_FROM;
   },
 );
@@ -69,19 +70,18 @@ async function refreshStatus() {
   const engine = s.engine.state;
   // With preloading off the model loads with the first question: the app is ready meanwhile.
   const loading = engine === "ready" && s.model_preloading;
-  const ready = s.model_runs_on ? `ready · ${s.model_runs_on}` : "ready";
-  pill.textContent = engine === "opening" ? "opening…" : engine === "failed" ? "not ready" : engine === "locked" ? "locked" : loading ? "loading model…" : ready;
+  const ready = s.model_runs_on ? t("status.readyOn", { device: s.model_runs_on }) : t("status.ready");
+  pill.textContent =
+    engine === "opening" ? t("status.opening") : engine === "failed" ? t("status.notReady") : engine === "locked" ? t("status.locked") : loading ? t("status.loading") : ready;
   showLock(s.engine);
   pill.dataset.state = loading ? "loading" : engine;
   pill.title =
-    engine !== "ready" || loading ? "" : s.model_runs_on ? `The answer model runs on the ${s.model_runs_on}.` : "The answer model loads with the first question.";
+    engine !== "ready" || loading ? "" : s.model_runs_on ? t("status.runsOnTitle", { device: s.model_runs_on }) : t("status.loadsWithFirst");
   const said = [...s.problems];
   // A missing model is already said in plain words; other failures are shown as they are.
   if (s.engine.state === "failed" && said.length === 0) said.push(s.engine.reason);
   problems.show(said, s.missing_models);
-  byId("ocr-model-line").textContent = s.ocr_model
-    ? `Scans (scanned PDFs, photos of pages) are read by OCR: ${s.ocr_model}.`
-    : "Scans are not read: the OCR model is not installed (the banner's Download fetches it).";
+  byId("ocr-model-line").textContent = s.ocr_model ? t("settings.ocrModel", { model: s.ocr_model }) : t("settings.ocrMissing");
   if (engine === "ready" && !historyShown) {
     historyShown = true;
     void loadHistory();
@@ -89,23 +89,23 @@ async function refreshStatus() {
   if (engine === "ready") void keys.show();
   byId<HTMLInputElement>("local-api-toggle").checked = s.local_api_port != null;
   if (s.local_api_port != null) byId<HTMLInputElement>("local-api-port").value = String(s.local_api_port);
-  byId("doc-count").textContent = `(${s.documents.length.toLocaleString("en")})`;
+  byId("doc-count").textContent = `(${num(s.documents.length)})`;
   lastStatusAt = Date.now();
   // Once there are documents, the empty chat asks for a question, not for files.
   const emptyHint = document.querySelector("#chat-empty p");
   if (emptyHint)
     emptyHint.textContent = s.documents.length
-      ? `Ask a question below about your ${counted(s.documents.length, "document")}. Answers cite the passages they come from; click a number to see the passage.`
-      : "Add files or folders on the left (or drop them on the window), then ask a question below. Answers cite the passages they come from; click a number to see the passage.";
+      ? t("chat.emptyWithDocuments", { n: s.documents.length })
+      : t("chat.emptyNoDocuments");
   documents.render(s.documents);
   byId<HTMLInputElement>("target-model-input").value = s.target_model.path;
   byId<HTMLInputElement>("draft-model-input").value = s.draft_model?.path ?? "";
-  const size = (m: AppStatus["target_model"]) => (m.installed ? `${formatBytes(m.file_bytes)} file` : "not installed");
+  const size = (m: AppStatus["target_model"]) => (m.installed ? t("settings.fileSize", { size: formatBytes(m.file_bytes) }) : t("settings.notInstalled"));
   byId("target-model-size").textContent = size(s.target_model);
   byId("draft-model-size").textContent = s.draft_model ? size(s.draft_model) : "";
   byId("watched-list").replaceChildren(
     ...s.watched_folders.map((f) => {
-      const b = el("button", { className: "small", text: "Stop watching", attrs: { type: "button" } });
+      const b = el("button", { className: "small", text: t("settings.stopWatching"), attrs: { type: "button" } });
       b.addEventListener("click", () => api.removeWatchedFolder(f).then(refreshStatus));
       return el("li", {}, el("span", { text: f }), b);
     }),
@@ -124,7 +124,7 @@ async function refreshMemory() {
     renderMemory(byId("memory"), await api.memoryBudget(), modelFiles());
   } catch {
     // Until a collection is open there is nothing to measure; the banner says why.
-    byId("memory").replaceChildren(el("p", { className: "muted", text: "Memory figures show once the collection is open." }));
+    byId("memory").replaceChildren(el("p", { className: "muted", text: t("memory.notOpen") }));
   }
 }
 
@@ -152,7 +152,7 @@ function setup() {
   });
   keys.setupOffer();
   void events.onReseal((done, total) => {
-    byId("key-message").textContent = `Resealing documents under the new key: ${done}/${total}`;
+    byId("key-message").textContent = t("key.resealing", { done, total });
   });
   byId("add-path-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -200,4 +200,4 @@ function setup() {
   void refreshMemory();
 }
 
-setup();
+void speakTheAppsLanguage(api.language, events.onLanguage).then(setup);

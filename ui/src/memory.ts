@@ -5,13 +5,15 @@
 import type { MemoryBudget } from "./api";
 import { el } from "./dom";
 import { fileName, formatBytes } from "./format";
+import { t, type Key } from "./i18n";
 
-/// What people call each model.
-const ROLE_NAMES: Record<string, string> = {
-  embedder: "Search model",
-  target: "Answer model",
-  draft: "Draft model (faster answers)",
+/// What people call each model (the engine names its role).
+const ROLE_NAMES: Record<string, Key> = {
+  embedder: "memory.roleEmbedder",
+  target: "memory.roleTarget",
+  draft: "memory.roleDraft",
 };
+const roleName = (role: string) => (ROLE_NAMES[role] ? t(ROLE_NAMES[role]) : role);
 
 /// `files`: each model file's size on disk by path (Settings' figures), where known.
 export function renderMemory(root: HTMLElement, b: MemoryBudget, files: Record<string, number> = {}): void {
@@ -22,22 +24,21 @@ export function renderMemory(root: HTMLElement, b: MemoryBudget, files: Record<s
     const onGpu = m.gpu_bytes > 0 && b.gpu != null;
     const needs = onGpu ? m.gpu_bytes + m.kv_cache_bytes : m.weights_bytes + m.kv_cache_bytes;
     const free = onGpu ? b.gpu!.free_bytes : b.machine_available_bytes;
-    const where = onGpu ? " on the graphics card" : "";
     const fits = needs <= free;
     const verdict = m.loaded
-      ? "in use"
+      ? t("memory.inUse")
       : fits
-        ? `not loaded; fits${where}, with ${formatBytes(free - needs)} to spare`
-        : `not loaded; needs ${formatBytes(needs)}${where}, ${formatBytes(free)} free`;
+        ? t(onGpu ? "memory.fitsGpu" : "memory.fits", { spare: formatBytes(free - needs) })
+        : t(onGpu ? "memory.needsGpu" : "memory.needs", { needs: formatBytes(needs), free: formatBytes(free) });
     const file = files[m.path];
     const held = onGpu
-      ? `${formatBytes(m.gpu_bytes)} on the graphics card, ${formatBytes(m.weights_bytes)} in memory`
-      : `${formatBytes(m.weights_bytes + m.gpu_bytes)} in memory`;
-    const size = `${held}${file ? ` (${formatBytes(file)} file)` : ""}`;
+      ? t("memory.heldGpu", { gpu: formatBytes(m.gpu_bytes), ram: formatBytes(m.weights_bytes) })
+      : t("memory.held", { ram: formatBytes(m.weights_bytes + m.gpu_bytes) });
+    const size = file ? t("memory.withFile", { held, file: formatBytes(file) }) : held;
     return el(
       "li",
       { attrs: { "data-role": m.role, "data-fits": String(m.loaded || fits), title: m.path } },
-      el("span", { className: "mem-model", text: `${ROLE_NAMES[m.role] ?? m.role}: ${fileName(m.path)}` }),
+      el("span", { className: "mem-model", text: t("memory.modelLine", { role: roleName(m.role), file: fileName(m.path) }) }),
       el("span", { className: "muted", text: `${size} · ${verdict}` }),
     );
   });
@@ -47,13 +48,13 @@ export function renderMemory(root: HTMLElement, b: MemoryBudget, files: Record<s
       el(
         "li",
         { attrs: { "data-role": "draft" } },
-        el("span", { className: "mem-model", text: `${ROLE_NAMES.draft}: none` }),
-        el("span", { className: "muted", text: "not needed: answers are sped up from their own grammar and the passages, which takes no memory (one can be picked under Settings → Models)" }),
+        el("span", { className: "mem-model", text: t("memory.noDraft", { role: roleName("draft") }) }),
+        el("span", { className: "muted", text: t("memory.noDraftWhy") }),
       ),
     );
   }
   const used = b.machine_total_bytes - b.machine_available_bytes;
-  const bar = el("div", { className: "membar", attrs: { role: "img", "aria-label": `memory in use: ${formatBytes(used)} of ${formatBytes(b.machine_total_bytes)}, Quire ${formatBytes(b.process_rss_bytes)}` } });
+  const bar = el("div", { className: "membar", attrs: { role: "img", "aria-label": t("memory.barLabel", { used: formatBytes(used), total: formatBytes(b.machine_total_bytes), rss: formatBytes(b.process_rss_bytes) }) } });
   const fill = el("div", { className: "membar-fill" });
   const mine = el("div", { className: "membar-mine" });
   fill.style.width = `${pct(used, b.machine_total_bytes)}%`;
@@ -61,26 +62,32 @@ export function renderMemory(root: HTMLElement, b: MemoryBudget, files: Record<s
   bar.append(fill, mine);
   const rows: [string, string][] = [];
   for (const m of b.models) {
-    const where = m.gpu_bytes > 0 ? " on the graphics card" : "";
-    if (m.kv_cache_bytes > 0) rows.push([`${ROLE_NAMES[m.role] ?? m.role}, working memory for ${b.context_tokens.toLocaleString("en")} tokens${where}`, formatBytes(m.kv_cache_bytes)]);
-    if (m.kept_prompt_bytes > 0) rows.push([`last question kept for follow-ups (${m.kept_prompt_tokens.toLocaleString("en")} tokens)`, formatBytes(m.kept_prompt_bytes)]);
+    const kv = t(m.gpu_bytes > 0 ? "memory.kvGpu" : "memory.kv", { role: roleName(m.role), n: b.context_tokens });
+    if (m.kv_cache_bytes > 0) rows.push([kv, formatBytes(m.kv_cache_bytes)]);
+    if (m.kept_prompt_bytes > 0) rows.push([t("memory.kept", { n: m.kept_prompt_tokens }), formatBytes(m.kept_prompt_bytes)]);
   }
-  rows.push(["models loaded", formatBytes(weights)]);
+  rows.push([t("memory.loaded"), formatBytes(weights)]);
   // The prediction covers Quire's own process; the window's web view runs in processes of its
   // own (some 400 MB), which the figure does not count: said, not hidden.
-  rows.push(["expected with the answer model loaded (Quire's engine; the window's web view not counted)", formatBytes(b.predicted_rss_bytes)]);
-  rows.push(["index on disk", formatBytes(b.index_bytes)]);
+  rows.push([t("memory.expected"), formatBytes(b.predicted_rss_bytes)]);
+  rows.push([t("memory.index"), formatBytes(b.index_bytes)]);
   root.replaceChildren(
-    el("p", { className: "mem-now" }, "Quire uses ", el("strong", { text: formatBytes(b.process_rss_bytes), attrs: { id: "mem-rss", "data-bytes": String(b.process_rss_bytes) } }), " now"),
+    el(
+      "p",
+      { className: "mem-now" },
+      t("memory.usesBefore"),
+      el("strong", { text: formatBytes(b.process_rss_bytes), attrs: { id: "mem-rss", "data-bytes": String(b.process_rss_bytes) } }),
+      t("memory.usesAfter"),
+    ),
     el("ul", { className: "mem-models plain" }, ...models),
-    el("p", { className: "muted mem-machine", text: `This computer: ${formatBytes(b.machine_available_bytes)} free of ${formatBytes(b.machine_total_bytes)}` }),
+    el("p", { className: "muted mem-machine", text: t("memory.machine", { free: formatBytes(b.machine_available_bytes), total: formatBytes(b.machine_total_bytes) }) }),
     bar,
-    ...(b.gpu ? [el("p", { className: "muted mem-machine mem-gpu", text: `Graphics card (${b.gpu.name}): ${formatBytes(b.gpu.free_bytes)} free of ${formatBytes(b.gpu.total_bytes)}` })] : []),
+    ...(b.gpu ? [el("p", { className: "muted mem-machine mem-gpu", text: t("memory.gpu", { name: b.gpu.name, free: formatBytes(b.gpu.free_bytes), total: formatBytes(b.gpu.total_bytes) }) })] : []),
     ...b.warnings.map((w) => el("p", { className: "warning", text: w })),
     el(
       "details",
       { className: "mem-details" },
-      el("summary", { text: "details" }),
+      el("summary", { text: t("common.details") }),
       el("table", { className: "memtable" }, ...rows.map(([a, v]) => el("tr", {}, el("th", { text: a, attrs: { scope: "row" } }), el("td", { className: "num", text: v })))),
       // Read by the tests and tools: the figures as bytes.
       el("span", { attrs: { id: "mem-weights", "data-bytes": String(weights), hidden: "" } }),

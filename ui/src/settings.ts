@@ -2,7 +2,8 @@
 // (backup, restore, rotation), the local API, the library's health check and repair, history.
 import { api, errorText, type IngestSummary, type InstalledModel, type LibraryHealth } from "./api";
 import { byId, el, sayingErrorsIn } from "./dom";
-import { counted, formatBytes } from "./format";
+import { formatBytes } from "./format";
+import { LANGUAGE_NAMES, languageOf, t, type Language } from "./i18n";
 
 /// The draft picker's first choice: no draft model (its value; a path is never empty).
 export const NO_DRAFT = "none";
@@ -14,16 +15,16 @@ export function fillModelPicker(role: "target" | "draft", models: InstalledModel
   const input = byId<HTMLInputElement>(`${role}-model-input`);
   const other = byId(`${role}-model-other`);
   const verdict = (m: InstalledModel) =>
-    m.fits ? `fits in memory (${formatBytes(m.memory_bytes)})` : `needs ${formatBytes(m.memory_bytes)}, more than is free`;
+    t(m.fits ? "settings.fits" : "settings.tooBig", { size: formatBytes(m.memory_bytes) });
   const none = role === "draft"
-    ? [el("option", { text: "None: drafts from the answer's grammar and the passages", attrs: { value: NO_DRAFT } })]
+    ? [el("option", { text: t("settings.noDraft"), attrs: { value: NO_DRAFT } })]
     : [];
   select.replaceChildren(
     ...none,
     ...models.map((m) =>
-      el("option", { text: `${m.name} · ${formatBytes(m.file_bytes)} file · ${verdict(m)}`, attrs: { value: m.path } }),
+      el("option", { text: t("settings.modelOption", { name: m.name, size: formatBytes(m.file_bytes), verdict: verdict(m) }), attrs: { value: m.path } }),
     ),
-    el("option", { text: "Other file…", attrs: { value: "" } }),
+    el("option", { text: t("settings.otherFile"), attrs: { value: "" } }),
   );
   const known = (role === "draft" && current === "") || models.some((m) => m.path === current);
   select.value = known ? current || NO_DRAFT : "";
@@ -33,6 +34,18 @@ export function fillModelPicker(role: "target" | "draft", models: InstalledModel
     if (select.value) input.value = select.value === NO_DRAFT ? "" : select.value;
     else input.focus();
   };
+}
+
+/// Fills the language picker: the system's language first (the default), then each language
+/// by its own name. A choice is kept by the app, which tells every window to speak it.
+export function fillLanguagePicker(choice: { chosen: string | null; system: string }) {
+  const select = byId<HTMLSelectElement>("language-select");
+  const system = LANGUAGE_NAMES[languageOf(choice.system)];
+  select.replaceChildren(
+    el("option", { text: t("settings.systemLanguage", { name: system }), attrs: { value: "" } }),
+    ...(Object.entries(LANGUAGE_NAMES) as [Language, string][]).map(([tag, name]) => el("option", { text: name, attrs: { value: tag, lang: tag } })),
+  );
+  select.value = choice.chosen ?? "";
 }
 
 /// Opens the settings at their Library health part and checks the library (the offer made
@@ -61,6 +74,7 @@ export function setupSettings(hooks: SettingsHooks) {
   const guard = sayingErrorsIn(error);
   byId("settings-button").addEventListener("click", () => {
     dialog.showModal();
+    void api.language().then(fillLanguagePicker, (e) => (error.textContent = errorText(e)));
     void api.installedModels().then(
       (models) => {
         fillModelPicker("target", models, byId<HTMLInputElement>("target-model-input").value);
@@ -69,11 +83,14 @@ export function setupSettings(hooks: SettingsHooks) {
       (e) => (error.textContent = errorText(e)),
     );
   });
+  byId<HTMLSelectElement>("language-select").addEventListener("change", guard(async () => {
+    await api.setLanguage(byId<HTMLSelectElement>("language-select").value || null);
+  }));
   byId("save-models-button").addEventListener("click", guard(async () => {
-    const t = byId<HTMLInputElement>("target-model-input").value.trim();
-    const d = byId<HTMLInputElement>("draft-model-input").value.trim();
-    const r = await api.setModels(t || null, d || null);
-    byId("models-message").textContent = r.warnings.length ? r.warnings.join("; ") : "saved";
+    const target = byId<HTMLInputElement>("target-model-input").value.trim();
+    const draft = byId<HTMLInputElement>("draft-model-input").value.trim();
+    const r = await api.setModels(target || null, draft || null);
+    byId("models-message").textContent = r.warnings.length ? r.warnings.join("; ") : t("settings.saved");
   }));
   byId("watch-button").addEventListener("click", guard(async () => {
     const input = byId<HTMLInputElement>("watch-input");
@@ -102,21 +119,21 @@ export function setupSettings(hooks: SettingsHooks) {
   };
   byId("export-key-button").addEventListener("click", guard(async () => {
     const where = await api.exportKey(backupPassphrase());
-    byId("key-message").textContent = where ? `Key backup saved to ${where}. Keep it and its passphrase apart.` : "";
+    byId("key-message").textContent = where ? t("key.savedApart", { where }) : "";
   }));
   byId("import-key-button").addEventListener("click", guard(async () => {
-    if (await api.importKey(backupPassphrase(), null)) byId("key-message").textContent = "Key restored.";
+    if (await api.importKey(backupPassphrase(), null)) byId("key-message").textContent = t("key.restored");
   }));
   byId("local-api-toggle").addEventListener("change", guard(async () => {
     const on = byId<HTMLInputElement>("local-api-toggle").checked;
     const port = Number(byId<HTMLInputElement>("local-api-port").value);
     const r = await api.setLocalApi(on ? port : null);
-    byId("local-api-info").textContent = r.address ? `Serving ${r.address} (this computer only). Bearer token: ${r.token}` : "Off.";
+    byId("local-api-info").textContent = r.address ? t("settings.serving", { address: r.address, token: r.token ?? "" }) : t("settings.off");
   }));
   byId("rotate-key-button").addEventListener("click", guard(async () => {
-    byId("key-message").textContent = "Replacing the key…";
+    byId("key-message").textContent = t("key.replacingNow");
     const n = await api.rotateKey();
-    byId("key-message").textContent = `New key in use; ${n} documents resealed.`;
+    byId("key-message").textContent = t("key.rotated", { n });
     await hooks.showKeyInfo();
   }));
   setupLibraryHealth(guard, hooks.refreshStatus);
@@ -139,23 +156,23 @@ function setupLibraryHealth(guard: (f: () => Promise<unknown>) => () => Promise<
     if (!repairButton.hidden) repairButton.scrollIntoView({ block: "center" });
   };
   const healthSaid = (h: LibraryHealth, whole: string) =>
-    showHealth(h.whole ? "whole" : "damaged", h.lines, h.whole ? whole : "Damaged: Repair mends it (the damaged files are kept aside).");
+    showHealth(h.whole ? "whole" : "damaged", h.lines, h.whole ? whole : t("health.damaged"));
   byId("check-library-button").addEventListener("click", guard(async () => {
-    showHealth("checking", [], "Checking…");
+    showHealth("checking", [], t("health.checking"));
     try {
-      healthSaid(await api.checkLibrary(), "The library reads whole.");
+      healthSaid(await api.checkLibrary(), t("health.whole"));
     } catch (e) {
       showHealth("failed", [], "");
       throw e;
     }
   }));
   repairButton.addEventListener("click", guard(async () => {
-    showHealth("repairing", [], "Repairing: going back to what reads whole, then indexing again what was lost…");
+    showHealth("repairing", [], t("health.repairing"));
     try {
       const h = await api.repairLibrary();
-      healthSaid(h, `Repaired: the library reads whole${h.reindexed ? `; ${counted(h.reindexed, "document")} indexed again` : ""}.`);
+      healthSaid(h, h.reindexed ? t("health.repairedReindexed", { n: h.reindexed }) : t("health.repaired"));
     } catch (e) {
-      showHealth("damaged", [], "The repair did not finish.");
+      showHealth("damaged", [], t("health.unfinished"));
       throw e;
     } finally {
       await refreshStatus();

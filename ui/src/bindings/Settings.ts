@@ -26,4 +26,8 @@ local_api_port: number | null,
  * Say "Your documents don't say" when they do not answer, withdrawing an answer none of its
  * cited passages supports (the default); off, every reply is the model's answer.
  */
-decline_unsupported: boolean, };
+decline_unsupported: boolean, 
+/**
+ * The app's language, by tag ("de", "ja"…); `None`: the system's (the default).
+ */
+language: string | null, };

@@ -7,6 +7,7 @@ import type { Exchange } from "./Exchange";
 import type { IngestSummary } from "./IngestSummary";
 import type { InstalledModel } from "./InstalledModel";
 import type { KeyInfo } from "./KeyInfo";
+import type { LanguageChoice } from "./LanguageChoice";
 import type { LibraryHealth } from "./LibraryHealth";
 import type { LocalApi } from "./LocalApi";
 import type { MemoryBudget } from "./MemoryBudget";
@@ -14,7 +15,7 @@ import type { SetModelsResult } from "./SetModelsResult";
 import type { Settings } from "./Settings";
 import type { Turn } from "./Turn";
 
-export const COMMANDS = ["app_status", "add_paths", "choose_and_add", "cancel_ingest", "ask", "cancel_answer", "memory_budget", "open_source", "remove_document", "check_library", "repair_library", "switch_collection", "set_models", "installed_models", "fetch_models", "add_watched_folder", "choose_watched_folder", "remove_watched_folder", "history", "clear_history", "show_main_window", "show_quick_ask", "hide_quick_ask", "key_status", "lock", "unlock", "rotate_key", "export_key", "import_key", "set_local_api"] as const;
+export const COMMANDS = ["app_status", "add_paths", "choose_and_add", "cancel_ingest", "ask", "cancel_answer", "memory_budget", "open_source", "remove_document", "check_library", "repair_library", "switch_collection", "set_models", "installed_models", "fetch_models", "add_watched_folder", "choose_watched_folder", "remove_watched_folder", "history", "clear_history", "show_main_window", "show_quick_ask", "hide_quick_ask", "key_status", "lock", "unlock", "rotate_key", "export_key", "import_key", "set_local_api", "language", "set_language"] as const;
 
 /** What each command takes: its arguments by name (null: none). */
 export type Args = {
@@ -48,6 +49,8 @@ export type Args = {
   export_key: { backupPassphrase: string };
   import_key: { backupPassphrase: string; newPassphrase: string | null };
   set_local_api: { port: number | null };
+  language: null;
+  set_language: { language: string | null };
 };
 
 /** What each command answers (a failure is a string saying what to do). */
@@ -82,4 +85,6 @@ export type Replies = {
   export_key: string | null;
   import_key: boolean;
   set_local_api: LocalApi;
+  language: LanguageChoice;
+  set_language: LanguageChoice;
 };

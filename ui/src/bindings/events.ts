@@ -5,3 +5,4 @@ export const EVENT_FILES_DROPPED = "files-dropped";
 export const EVENT_DRAGGING = "dragging";
 export const EVENT_RESEAL = "reseal";
 export const EVENT_FETCH = "fetch";
+export const EVENT_LANGUAGE = "language";
