@@ -141,7 +141,24 @@ impl Engine {
             _gives_memory_back: GivesMemoryBack,
         };
         engine.reseal(&mut |_, _| {}, &Cancel::new()).await?;
+        engine.reanalyse().await?;
         Ok(engine)
+    }
+
+    /// Makes the keyword terms again of the documents an earlier Quire read differently (text in
+    /// Chinese, Japanese or Korean, ligatures, full-width forms: `quire_index::terms`), each
+    /// committed on its own, then records that the library is read by this version. Once done,
+    /// opening costs one small file read.
+    async fn reanalyse(&self) -> Result<()> {
+        let _writing = self.writing.lock().await;
+        let docs = self.kb.documents_to_reanalyse().await?;
+        for doc in &docs {
+            self.kb.reanalyse(doc).await.with_context(|| format!("cannot index the words of {} again", doc.path))?;
+        }
+        if !docs.is_empty() {
+            self.kb.refresh_indexes().await?;
+        }
+        self.kb.mark_terms_current()
     }
 
     /// The conversation history of this collection.

@@ -27,6 +27,7 @@ mod repair;
 mod schema;
 mod sealing;
 mod search;
+pub mod terms;
 mod upkeep;
 mod write;
 

@@ -137,14 +137,19 @@ impl KnowledgeBase {
         }
         drop(lock);
         let analyser = std::sync::Mutex::new(FtsIndexBuilder::default().build()?);
-        Ok(KnowledgeBase {
+        let kb = KnowledgeBase {
             writes_lock: dir.join("writes.lock"),
             documents,
             chunks,
             dim,
             protection: std::sync::RwLock::new(protection),
             analyser,
-        })
+        };
+        // A new library's terms are all made by this version's reading of text.
+        if !names.iter().any(|n| n == CHUNKS) {
+            kb.mark_terms_current()?;
+        }
+        Ok(kb)
     }
 
     /// Whether the knowledge base in `dir` holds data sealed under some key: a document row

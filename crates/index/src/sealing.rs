@@ -2,9 +2,13 @@
 //! (document ids, chunk hashes), blind terms for BM25, where each sealed value belongs, and
 //! resealing what a key rotation (or an older, unencrypted Quire) left under another key.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use arrow_array::RecordBatch;
+use futures::TryStreamExt;
 use lance_tokenizer::TokenStream;
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
+use crate::schema::str_col;
 use crate::{doc_id_filter, sql_str, DocumentRecord, KnowledgeBase, Protection};
 
 impl KnowledgeBase {
@@ -30,7 +34,8 @@ impl KnowledgeBase {
     /// The blinded terms BM25 indexes for `text` (or searches for, given a query), space-separated.
     pub fn blind_terms(&self, text: &str) -> String {
         let mut analyser = self.analyser.lock().unwrap_or_else(|p| p.into_inner());
-        let mut stream = analyser.token_stream_for_doc(text);
+        let prepared = crate::terms::prepared(text);
+        let mut stream = analyser.token_stream_for_doc(&prepared);
         let mut out = String::with_capacity(text.len());
         let protection = self.protection();
         while stream.advance() {
@@ -40,6 +45,63 @@ impl KnowledgeBase {
             out.push_str(&protection.blind(&stream.token().text));
         }
         out
+    }
+
+    /// Documents whose blind terms an earlier reading of text made (`terms::TERMS_VERSION`) and
+    /// this one makes differently: those holding Chinese, Japanese or Korean text, ligatures or
+    /// full-width forms. One pass over every chunk's text; none once the library is marked as
+    /// read by this version (`mark_terms_current`), as a new library is from the start.
+    pub async fn documents_to_reanalyse(&self) -> Result<Vec<DocumentRecord>> {
+        if self.terms_version() >= crate::terms::TERMS_VERSION {
+            return Ok(Vec::new());
+        }
+        let batches: Vec<RecordBatch> = self
+            .chunks
+            .query()
+            .select(Select::columns(&["chunk_id", "doc_id", "text"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        let protection = self.protection();
+        let mut differing = std::collections::BTreeSet::new();
+        for b in &batches {
+            let (ids, docs, texts) = (str_col(b, "chunk_id")?, str_col(b, "doc_id")?, str_col(b, "text")?);
+            for i in 0..b.num_rows() {
+                if differing.contains(docs.value(i)) {
+                    continue;
+                }
+                let text = protection.open(&text_context(ids.value(i)), texts.value(i))?;
+                if *crate::terms::prepared(&text) != *text {
+                    differing.insert(docs.value(i).to_owned());
+                }
+            }
+        }
+        Ok(self.documents().await?.into_iter().filter(|d| differing.contains(&d.doc_id)).collect())
+    }
+
+    /// Makes a document's blind terms again, by the current reading of its chunks' text.
+    pub async fn reanalyse(&self, doc: &DocumentRecord) -> Result<()> {
+        let chunks = self.chunk_records_of(&doc.doc_id).await?;
+        self.commit(std::slice::from_ref(doc), &chunks).await
+    }
+
+    /// Records that every document's terms are made by the current reading.
+    pub fn mark_terms_current(&self) -> Result<()> {
+        let file = self.terms_version_file()?;
+        std::fs::write(&file, format!("{}\n", crate::terms::TERMS_VERSION))
+            .with_context(|| format!("cannot write {}", file.display()))
+    }
+
+    /// The reading that made the library's terms: 1 (before there was a record of it) where
+    /// the record is missing or unreadable.
+    fn terms_version(&self) -> u32 {
+        let file = self.terms_version_file();
+        file.ok().and_then(|f| std::fs::read_to_string(f).ok()).and_then(|t| t.trim().parse().ok()).unwrap_or(1)
+    }
+
+    fn terms_version_file(&self) -> Result<std::path::PathBuf> {
+        Ok(self.writes_lock.parent().context("the data folder")?.join("terms-version"))
     }
 
     /// Documents not sealed under the current key: made before encryption, or under a key being
