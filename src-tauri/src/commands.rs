@@ -13,40 +13,11 @@ use quire_engine::{Answer, Cancelled, Event, FileOutcome, MemoryBudget};
 use quire_engine::{ModelFootprint, Placement};
 
 use crate::ipc::*;
+use crate::said::{missing_model_said, said, say, CHOOSE_PASSPHRASE, OCR_MISSING};
 use crate::settings::Settings;
 use crate::state::{cancel_job, start_job, AppState, EngineSlot, Lock};
 
 type Reply<T> = Result<T, String>;
-
-/// An error as the window says it: the engine's words, with the window's own way out where
-/// the engine leaves the remedy to the front end (`Remedy`, a missing model).
-pub(crate) fn said(e: &anyhow::Error) -> String {
-    use quire_engine::Remedy;
-    if let Some(missing) = e.downcast_ref::<quire_engine::MissingModel>() {
-        return missing_model_said(missing);
-    }
-    let text = quire_engine::health::explained(e);
-    match quire_engine::remedy(e) {
-        Some(Remedy::AddDocuments) => {
-            "Your library is empty: add files or a folder first (Add files, Add folder, or drop them on the main window).".into()
-        }
-        Some(Remedy::CheckAndRepair) => format!("{text}: {DAMAGE_REMEDY}"),
-        Some(Remedy::ImportKeyBackup) => {
-            format!("{text} (Import key backup… on the lock screen, or Settings → Privacy → Import key)")
-        }
-        Some(Remedy::ResumeIngestion) => format!("{text} by adding the files again (those already in are skipped)"),
-        None => text,
-    }
-}
-
-fn say(e: anyhow::Error) -> String {
-    said(&e)
-}
-
-/// What the lock screen says where a new collection gets a passphrase instead of a keychain.
-const CHOOSE_PASSPHRASE: &str = "This computer has no keychain Quire can keep your library's key in, so the \
-     key will be sealed under a passphrase you choose now. Without it the library cannot be opened: keep it \
-     safe. Once your first documents are in, Quire offers to save a key backup.";
 
 fn model_choice(path: anyhow::Result<PathBuf>) -> ModelChoice {
     match path {
@@ -124,22 +95,6 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         local_api_port: settings.local_api_port,
     })
 }
-
-/// A missing model as the window says it: what is missing, and the way to get it there (the
-/// banner's Download button for a known model, Settings for a file picked by hand).
-fn missing_model_said(missing: &quire_engine::MissingModel) -> String {
-    let what = missing.to_string();
-    let mut said = what[..1].to_uppercase() + &what[1..];
-    said.push_str(match missing.known {
-        Some(_) => ": Download fetches it.",
-        None => ": pick another file under Settings → Models.",
-    });
-    said
-}
-
-/// What the window says while the OCR model is missing: everything else works, scans are not read.
-const OCR_MISSING: &str =
-    "Scanned documents (pictures of pages) are not read until the OCR model is installed: Download fetches it.";
 
 /// The OCR model when it is not installed (scans need it; nothing else does).
 fn ocr_missing() -> Option<&'static quire_models::KnownModel> {
@@ -715,7 +670,8 @@ pub async fn start_local_api(app: &AppHandle, port: u16) -> anyhow::Result<Local
 
 #[cfg(test)]
 mod tests {
-    use super::{missing_model_said, say, typed_path};
+    use super::typed_path;
+    use crate::said::{missing_model_said, say};
     use std::path::PathBuf;
 
     #[test]

@@ -12,6 +12,7 @@ mod commands;
 mod ipc;
 mod platform;
 mod replies;
+mod said;
 mod settings;
 mod state;
 mod windows;

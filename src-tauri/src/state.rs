@@ -151,7 +151,7 @@ impl AppState {
                 Ok(engine)
             }
             Err(e) => {
-                let reason = crate::commands::said(&e);
+                let reason = crate::said::said(&e);
                 *slot = match e.downcast_ref::<VaultError>() {
                     Some(VaultError::NoKeychain { .. }) if new_collection => {
                         EngineSlot::Locked(Lock::ChoosePassphrase { no_keychain: reason })
