@@ -87,14 +87,20 @@ impl Engine {
             .flat_map(|h| self.kb.blind_terms(&h.text).split(' ').map(str::to_owned).collect::<Vec<_>>())
             .collect();
         let mut unmentioned: Vec<String> = Vec::new();
+        // Each word read in the question's language too: "Heizungsanlagen" is held by a passage
+        // that says "Heizungsanlage".
+        let language = quire_index::terms::stemming_language(question);
         for word in question.split_whitespace() {
             let word = word.trim_matches(|c: char| !c.is_alphanumeric());
-            let terms = self.kb.blind_terms(word);
-            if terms.is_empty() || terms.split(' ').any(|t| shown.contains(t)) || unmentioned.iter().any(|u| u == word)
+            let terms = self.kb.blind_terms_in(word, language);
+            if terms.is_empty()
+                || language.is_some_and(|language| self.kb.is_stop_word(word, language))
+                || terms.split(' ').any(|t| shown.contains(t))
+                || unmentioned.iter().any(|u| u == word)
             {
                 continue;
             }
-            if self.kb.search_bm25(word, 1).await?.is_empty() {
+            if self.kb.search_bm25_in(word, language, 1).await?.is_empty() {
                 unmentioned.push(word.to_owned());
             }
         }

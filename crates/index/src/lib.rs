@@ -147,8 +147,9 @@ pub struct KnowledgeBase {
     dim: usize,
     /// Swapped when a key rotation starts (new writes under the new key).
     protection: std::sync::RwLock<Protection>,
-    /// LanceDB's default English analyser, applied here before blinding.
-    analyser: std::sync::Mutex<Box<dyn LanceTokenizer>>,
+    /// LanceDB's analysers by language (English, the default, and the others `terms` reads a
+    /// text in), applied here before blinding.
+    analysers: std::sync::Mutex<std::collections::HashMap<&'static str, Box<dyn LanceTokenizer>>>,
 }
 
 impl KnowledgeBase {

@@ -136,14 +136,15 @@ impl KnowledgeBase {
             );
         }
         drop(lock);
-        let analyser = std::sync::Mutex::new(FtsIndexBuilder::default().build()?);
+        let english = crate::sealing::ENGLISH;
+        let analysers = std::sync::Mutex::new([(english, crate::sealing::analyser(english)?)].into_iter().collect());
         let kb = KnowledgeBase {
             writes_lock: dir.join("writes.lock"),
             documents,
             chunks,
             dim,
             protection: std::sync::RwLock::new(protection),
-            analyser,
+            analysers,
         };
         // A new library's terms are all made by this version's reading of text.
         if !names.iter().any(|n| n == CHUNKS) {

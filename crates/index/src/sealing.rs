@@ -5,7 +5,9 @@
 use anyhow::{Context, Result};
 use arrow_array::RecordBatch;
 use futures::TryStreamExt;
+use lance_index::scalar::inverted::tokenizer::document_tokenizer::LanceTokenizer;
 use lance_tokenizer::TokenStream;
+use lancedb::index::scalar::FtsIndexBuilder;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
 use crate::schema::str_col;
@@ -31,26 +33,59 @@ impl KnowledgeBase {
         self.protection().fingerprint(text.as_bytes())
     }
 
-    /// The blinded terms BM25 indexes for `text` (or searches for, given a query), space-separated.
+    /// The blinded terms BM25 indexes for `text` (or searches for, given a query), space-separated:
+    /// its words as the English analyser reads them, then, for a text in another language with a
+    /// stemmer, the words that language's analyser reads otherwise (`terms`).
     pub fn blind_terms(&self, text: &str) -> String {
-        let mut analyser = self.analyser.lock().unwrap_or_else(|p| p.into_inner());
+        self.blind_terms_in(text, crate::terms::stemming_language(text))
+    }
+
+    /// `blind_terms` of `text` read in `language` (a `terms::stemming_language`) besides English:
+    /// a word of a longer text, read in the text's language.
+    pub fn blind_terms_in(&self, text: &str, language: Option<&'static str>) -> String {
         let prepared = crate::terms::prepared(text);
-        let mut stream = analyser.token_stream_for_doc(&prepared);
-        let mut out = String::with_capacity(text.len());
+        let mut terms = self.analysed(ENGLISH, &prepared);
+        if let Some(language) = language {
+            let english: std::collections::HashSet<String> = terms.iter().cloned().collect();
+            terms.extend(self.analysed(language, &prepared).into_iter().filter(|t| !english.contains(t)));
+        }
         let protection = self.protection();
-        while stream.advance() {
+        let mut out = String::with_capacity(text.len());
+        for term in &terms {
             if !out.is_empty() {
                 out.push(' ');
             }
-            out.push_str(&protection.blind(&stream.token().text));
+            out.push_str(&protection.blind(term));
         }
         out
     }
 
+    /// Whether `word` is one `language`'s analyser leaves out ("und", "der", "les"): a word that
+    /// says nothing a document could hold.
+    pub fn is_stop_word(&self, word: &str, language: &'static str) -> bool {
+        self.analysed(language, &crate::terms::prepared(word)).is_empty()
+    }
+
+    /// `text`'s words as `language`'s analyser reads them (each analyser made once).
+    fn analysed(&self, language: &'static str, text: &str) -> Vec<String> {
+        let mut analysers = self.analysers.lock().unwrap_or_else(|p| p.into_inner());
+        if !analysers.contains_key(language) {
+            match analyser(language) {
+                Ok(made) => {
+                    analysers.insert(language, made);
+                }
+                // Never for the languages `terms` names: the words are then read as English.
+                Err(_) => return tokens(english(&mut analysers), text),
+            }
+        }
+        tokens(analysers.get_mut(language).expect("made above").as_mut(), text)
+    }
+
     /// Documents whose blind terms an earlier reading of text made (`terms::TERMS_VERSION`) and
-    /// this one makes differently: those holding Chinese, Japanese or Korean text, ligatures or
-    /// full-width forms. One pass over every chunk's text; none once the library is marked as
-    /// read by this version (`mark_terms_current`), as a new library is from the start.
+    /// this one makes differently: those holding Chinese, Japanese or Korean text, compatibility
+    /// forms, or text in a language with a stemmer of its own. One pass over every chunk, its
+    /// terms made again and compared with those stored; none once the library is marked as read
+    /// by this version (`mark_terms_current`), as a new library is from the start.
     pub async fn documents_to_reanalyse(&self) -> Result<Vec<DocumentRecord>> {
         if self.terms_version() >= crate::terms::TERMS_VERSION {
             return Ok(Vec::new());
@@ -58,7 +93,7 @@ impl KnowledgeBase {
         let batches: Vec<RecordBatch> = self
             .chunks
             .query()
-            .select(Select::columns(&["chunk_id", "doc_id", "text"]))
+            .select(Select::columns(&["chunk_id", "doc_id", "text", "terms"]))
             .execute()
             .await?
             .try_collect()
@@ -66,13 +101,14 @@ impl KnowledgeBase {
         let protection = self.protection();
         let mut differing = std::collections::BTreeSet::new();
         for b in &batches {
-            let (ids, docs, texts) = (str_col(b, "chunk_id")?, str_col(b, "doc_id")?, str_col(b, "text")?);
+            let (ids, docs) = (str_col(b, "chunk_id")?, str_col(b, "doc_id")?);
+            let (texts, terms) = (str_col(b, "text")?, str_col(b, "terms")?);
             for i in 0..b.num_rows() {
                 if differing.contains(docs.value(i)) {
                     continue;
                 }
                 let text = protection.open(&text_context(ids.value(i)), texts.value(i))?;
-                if *crate::terms::prepared(&text) != *text {
+                if self.blind_terms(&text) != terms.value(i) {
                     differing.insert(docs.value(i).to_owned());
                 }
             }
@@ -180,4 +216,101 @@ pub(crate) fn hash_context(doc_id: &str) -> String {
 
 pub(crate) fn text_context(chunk_id: &str) -> String {
     format!("chunk text {chunk_id}")
+}
+
+/// The analyser keyword search has always used (LanceDB's default: English stems and stop words).
+pub(crate) const ENGLISH: &str = "English";
+
+/// LanceDB's analyser for `language`: its stemmer, and its stop words where it has a list.
+pub(crate) fn analyser(language: &str) -> Result<Box<dyn LanceTokenizer>> {
+    if language == ENGLISH {
+        return Ok(FtsIndexBuilder::default().build()?);
+    }
+    let builder = FtsIndexBuilder::default().language(language)?;
+    match builder.clone().build() {
+        Ok(analyser) => Ok(analyser),
+        Err(_) => Ok(builder.remove_stop_words(false).build()?),
+    }
+}
+
+type Analysers = std::collections::HashMap<&'static str, Box<dyn LanceTokenizer>>;
+
+fn english(analysers: &mut Analysers) -> &mut dyn LanceTokenizer {
+    analysers.get_mut(ENGLISH).expect("the English analyser is made when the library opens").as_mut()
+}
+
+fn tokens(analyser: &mut dyn LanceTokenizer, text: &str) -> Vec<String> {
+    let mut stream = analyser.token_stream_for_doc(text);
+    let mut out = Vec::new();
+    while stream.advance() {
+        out.push(stream.token().text.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ChunkRecord, DataKey};
+
+    /// A library whose terms the previous reading made (English stems only, CJK already in
+    /// pairs): only its document in German is read again.
+    #[tokio::test]
+    async fn a_library_read_by_the_previous_version_has_its_german_document_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let kb = KnowledgeBase::open(dir.path(), 4, Protection::sealed(&DataKey::random())).await.unwrap();
+        let notes = [
+            ("/n/en.md", "The boiler was serviced in March by the heating engineer of the building."),
+            ("/n/de.md", "Die Heizungsanlagen des Gebäudes wurden im März vom Fachbetrieb gewartet."),
+            ("/n/ja.md", "サーバーの設定ファイルは毎週月曜日にバックアップされます。"),
+        ];
+        for (path, text) in notes {
+            let doc = DocumentRecord {
+                doc_id: kb.document_id(path),
+                path: path.into(),
+                kind: "markdown".into(),
+                content_hash: path.into(),
+                bytes: 1,
+                pages: 1,
+                chunks: 1,
+                ingested_at_ms: 0,
+                modified_ms: 0,
+            };
+            let chunk = ChunkRecord {
+                doc_id: doc.doc_id.clone(),
+                hash: kb.chunk_hash(text),
+                seq: 0,
+                page: None,
+                start: 0,
+                end: text.len() as u64,
+                tokens: 10,
+                text: text.into(),
+                vector: vec![0.5; 4],
+            };
+            kb.commit(&[doc], std::slice::from_ref(&chunk)).await.unwrap();
+            // The terms as the previous version made them: English only.
+            let old: Vec<String> = kb.analysed(ENGLISH, &crate::terms::prepared(text));
+            let protection = kb.protection();
+            let old = old.iter().map(|t| protection.blind(t)).collect::<Vec<_>>().join(" ");
+            kb.chunks
+                .update()
+                .only_if(format!("chunk_id = {}", sql_str(&chunk.id())))
+                .column("terms", sql_str(&old))
+                .execute()
+                .await
+                .unwrap();
+        }
+        std::fs::write(dir.path().join("terms-version"), "2\n").unwrap();
+        let again: Vec<String> = kb.documents_to_reanalyse().await.unwrap().into_iter().map(|d| d.path).collect();
+        assert_eq!(again, ["/n/de.md"]);
+        // An inflected form the German text holds only in another form is found once it is read again.
+        assert!(kb.search_bm25("Heizungsanlage", 3).await.unwrap().is_empty(), "not before");
+        for doc in kb.documents_to_reanalyse().await.unwrap() {
+            kb.reanalyse(&doc).await.unwrap();
+        }
+        kb.mark_terms_current().unwrap();
+        assert!(kb.documents_to_reanalyse().await.unwrap().is_empty());
+        let found = kb.search_bm25("Wann wurde die Heizungsanlage gewartet?", 3).await.unwrap();
+        assert_eq!(found.first().map(|h| h.path.as_str()), Some("/n/de.md"));
+    }
 }

@@ -45,7 +45,17 @@ impl KnowledgeBase {
     }
 
     pub async fn search_bm25(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
-        let terms = self.blind_terms(query);
+        self.search_bm25_in(query, crate::terms::stemming_language(query), limit).await
+    }
+
+    /// `search_bm25` with `query` read in `language` besides English (`blind_terms_in`).
+    pub async fn search_bm25_in(
+        &self,
+        query: &str,
+        language: Option<&'static str>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>> {
+        let terms = self.blind_terms_in(query, language);
         if terms.is_empty() {
             return Ok(Vec::new());
         }

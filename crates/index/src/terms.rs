@@ -5,6 +5,13 @@
 //! of characters ("知識庫" → "知識 識庫"), each pair a word, as Lucene's CJK analyser does. A
 //! document and a question are read the same way, so a question's pairs meet the document's.
 //! Text of plain ASCII is read as it is, at no cost.
+//!
+//! Words are stemmed as English (LanceDB's analyser), and also, where a text is reliably in
+//! another language that has a stemmer (German, French, Spanish, Italian, Portuguese, Dutch,
+//! Russian, Swedish…: `stemming_language`), as that language: "Heizungsanlagen" and
+//! "Heizungsanlage" meet in "heizungsanlag". A question is read the same way, so a question
+//! whose language is not recognised (a word or two) still meets the document's English stems,
+//! as it did before.
 
 use std::borrow::Cow;
 
@@ -13,7 +20,34 @@ use unicode_normalization::UnicodeNormalization;
 /// The version of this reading. A library whose terms were made by an earlier one has the terms
 /// of the documents this one reads differently made again when it opens
 /// (`KnowledgeBase::reanalyse`).
-pub const TERMS_VERSION: u32 = 2;
+pub const TERMS_VERSION: u32 = 3;
+
+/// The stemmer, other than English, that `text` is also read with: its language where it is
+/// recognised reliably and has a stemmer (by its name in LanceDB's analyser), else none.
+pub fn stemming_language(text: &str) -> Option<&'static str> {
+    use whatlang::Lang::*;
+    let info = whatlang::detect(text).filter(|i| i.is_reliable())?;
+    Some(match info.lang() {
+        Deu => "German",
+        Fra => "French",
+        Spa => "Spanish",
+        Ita => "Italian",
+        Por => "Portuguese",
+        Nld => "Dutch",
+        Rus => "Russian",
+        Swe => "Swedish",
+        Dan => "Danish",
+        Nob => "Norwegian",
+        Fin => "Finnish",
+        Ron => "Romanian",
+        Hun => "Hungarian",
+        Tur => "Turkish",
+        Ell => "Greek",
+        Ara => "Arabic",
+        Tam => "Tamil",
+        _ => return None,
+    })
+}
 
 /// `text` as keyword search reads it (see the module's comment).
 pub fn prepared(text: &str) -> Cow<'_, str> {
@@ -78,6 +112,27 @@ fn is_cjk(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn texts_in_languages_with_a_stemmer_are_recognised_and_english_is_not_stemmed_twice() {
+        assert_eq!(
+            stemming_language("Die Heizungsanlage wurde im März von einem Fachbetrieb gewartet und geprüft."),
+            Some("German")
+        );
+        assert_eq!(
+            stemming_language("La chaudière a été révisée en mars par le chauffagiste de l'immeuble."),
+            Some("French")
+        );
+        assert_eq!(
+            stemming_language("La caldera fue revisada en marzo por el técnico de la calefacción."),
+            Some("Spanish")
+        );
+        assert_eq!(
+            stemming_language("The boiler was serviced in March by the heating engineer of the building."),
+            None
+        );
+        assert_eq!(stemming_language("数据库每天凌晨三点自动备份。"), None);
+    }
 
     #[test]
     fn ascii_is_read_as_it_is() {
