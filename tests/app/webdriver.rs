@@ -247,7 +247,24 @@ impl App {
             if let Some(v) = f(self) {
                 return v;
             }
-            assert!(Instant::now() < until, "timed out after {timeout:?} waiting for {what}");
+            if Instant::now() >= until {
+                // What the window showed when the wait gave up: its words in the log, and a
+                // screenshot, so a failure on CI says what the app was doing.
+                let shown = self.try_cmd(
+                    "POST",
+                    "/execute/sync",
+                    Some(json!({"script": "return document.body.innerText;", "args": []})),
+                );
+                let shown = match shown {
+                    Ok(text) => text.as_str().unwrap_or_default().to_string(),
+                    Err(e) => e,
+                };
+                eprintln!("the window, when the wait for {what} gave up:\n{shown}");
+                if let Ok(png) = self.try_cmd("GET", "/screenshot", None) {
+                    self.save_png("timed-out.png", png.as_str().unwrap_or_default());
+                }
+                panic!("timed out after {timeout:?} waiting for {what}");
+            }
             std::thread::sleep(Duration::from_millis(200));
         }
     }

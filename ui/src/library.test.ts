@@ -1,5 +1,6 @@
 import type { AppStatus } from "./api";
-import { DocumentList, ProblemsBanner, REMOVE_ASKS_MS, ROW_PX } from "./library";
+import { addPaths, DocumentList, ProblemsBanner, REMOVE_ASKS_MS, renderIngest, ROW_PX } from "./library";
+import { IngestTracker } from "./ingest";
 import { DAMAGE_REMEDY } from "./bindings/said";
 
 const doc = (docId: string, path: string): AppStatus["documents"][number] => ({
@@ -150,5 +151,43 @@ describe("the problems banner", () => {
     await vi.waitFor(() => expect(calls).toEqual(["fetched"]));
     banner.show(["The answer model is not installed."], ["m"]);
     expect(box.querySelector("#fetch-progress")!.textContent).toBe("no network: connect to the internet and try again");
+  });
+});
+
+describe("an addition's summary", () => {
+  const setUp = () => {
+    document.body.innerHTML = `<div id="ingest-panel"><strong id="ingest-headline"></strong><progress id="ingest-progress"></progress>
+      <div id="ingest-eta"></div><ul id="ingest-files"></ul></div><div id="ingest-summary"></div>`;
+    const tracker = new IngestTracker();
+    tracker.apply({ type: "ingest_started", files: [{ path: "/d/good.md", bytes: 10 }, { path: "/d/bad.pdf", bytes: 10 }] });
+    const reply = { indexed: 1, unchanged: 0, failed: [{ path: "/d/bad.pdf", reason: "the PDF is damaged" }], chunks: 2, cancelled: false };
+    const finished = () => {
+      tracker.apply({ type: "file_finished", path: "/d/good.md", outcome: { status: "indexed", pages: 1, chunks: 2, embedded: 2, unreadable_pages: [], pages_resumed: 0 } });
+      tracker.apply({ type: "file_finished", path: "/d/bad.pdf", outcome: { status: "failed", reason: "the PDF is damaged" } });
+      tracker.apply({ type: "ingest_finished", indexed: 1, unchanged: 0, removed: 0, failed: 1, chunks: 2, cancelled: false });
+      renderIngest(tracker);
+    };
+    const shown = () => document.getElementById("ingest-summary")!.textContent!;
+    return { tracker, reply, finished, shown };
+  };
+
+  it("shows the counts and the files skipped when the last event comes before the reply", async () => {
+    const { tracker, reply, finished, shown } = setUp();
+    finished();
+    await addPaths(tracker, async () => reply);
+    renderIngest(tracker);
+    expect(shown()).toContain("1 indexed, 0 unchanged, 1 failed; 2 passages");
+    expect(shown()).toContain("Skipped:");
+    expect(shown()).toContain("bad.pdf the PDF is damaged");
+  });
+
+  it("shows them both when the reply comes first and the last event after it", async () => {
+    const { tracker, reply, finished, shown } = setUp();
+    await addPaths(tracker, async () => reply);
+    finished();
+    renderIngest(tracker);
+    expect(shown()).toContain("1 indexed, 0 unchanged, 1 failed; 2 passages");
+    expect(shown()).toContain("bad.pdf the PDF is damaged");
+    expect(document.querySelectorAll("#ingest-summary p.summary-line").length).toBe(1);
   });
 });

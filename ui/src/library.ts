@@ -276,9 +276,19 @@ export function renderIngest(tracker: IngestTracker) {
   if (failures.total > failures.shown.length)
     rows.push(el("li", { className: "muted", text: t("ingest.moreFailed", { n: failures.total - failures.shown.length }) }));
   byId("ingest-files").replaceChildren(...rows);
-  if (tracker.finished) byId("ingest-summary").replaceChildren(el("p", { text: tracker.summary }));
+  if (tracker.finished) showSummaryLine(tracker.summary);
   // A new run (a watched folder changing, say) replaces the last run's summary.
   else if (!panel.hidden) byId("ingest-summary").replaceChildren();
+}
+
+/// Sets the summary's first line, keeping what follows it (the files skipped). The line comes
+/// with the batch's last event, which may arrive before or after the addition's reply has put
+/// the skipped files below it: either way both end up shown.
+function showSummaryLine(text: string) {
+  const box = byId("ingest-summary");
+  const line = box.querySelector<HTMLElement>(":scope > p.summary-line");
+  if (line) line.textContent = text;
+  else box.prepend(el("p", { className: "summary-line", text }));
 }
 
 /// Skipped files named after a batch; the rest are counted.
@@ -292,7 +302,8 @@ export async function addPaths(tracker: IngestTracker, run: () => Promise<Ingest
   try {
     const summary = await run();
     if (!summary) return;
-    box.replaceChildren(el("p", { text: tracker.summary }));
+    box.replaceChildren();
+    showSummaryLine(tracker.summary);
     if (summary.failed.length) {
       const named = summary.failed.slice(0, SKIPPED_NAMED);
       const more = summary.failed.length - named.length;
