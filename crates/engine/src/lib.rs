@@ -150,6 +150,9 @@ impl Engine {
     /// committed on its own, then records that the library is read by this version. Once done,
     /// opening costs one small file read.
     async fn reanalyse(&self) -> Result<()> {
+        if self.kb.terms_are_current() {
+            return Ok(());
+        }
         let _writing = self.writing.lock().await;
         let docs = self.kb.documents_to_reanalyse().await?;
         for doc in &docs {

@@ -87,7 +87,7 @@ impl KnowledgeBase {
     /// terms made again and compared with those stored; none once the library is marked as read
     /// by this version (`mark_terms_current`), as a new library is from the start.
     pub async fn documents_to_reanalyse(&self) -> Result<Vec<DocumentRecord>> {
-        if self.terms_version() >= crate::terms::TERMS_VERSION {
+        if self.terms_are_current() {
             return Ok(Vec::new());
         }
         let batches: Vec<RecordBatch> = self
@@ -127,6 +127,11 @@ impl KnowledgeBase {
         let file = self.terms_version_file()?;
         std::fs::write(&file, format!("{}\n", crate::terms::TERMS_VERSION))
             .with_context(|| format!("cannot write {}", file.display()))
+    }
+
+    /// Whether the library's terms are all made by this version's reading (its record says so).
+    pub fn terms_are_current(&self) -> bool {
+        self.terms_version() >= crate::terms::TERMS_VERSION
     }
 
     /// The reading that made the library's terms: 1 (before there was a record of it) where
