@@ -441,6 +441,18 @@ pub(crate) async fn open_with_documents(
     Ok(engine)
 }
 
+/// `raw` cut at each token's end, with the probability the token was chosen with.
+fn token_pieces(raw: &str, tokens: &[quire_llm::TokenProbability]) -> Vec<(String, f32)> {
+    let mut start = 0;
+    let mut pieces = Vec::with_capacity(tokens.len());
+    for token in tokens {
+        let end = token.end.min(raw.len());
+        pieces.push((raw.get(start..end).unwrap_or_default().to_string(), token.probability));
+        start = end.max(start);
+    }
+    pieces
+}
+
 async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
     match engine.ask(&case.question, &mut |_| {}, &Cancel::new()).await {
         Ok(answer) => {
@@ -468,6 +480,8 @@ async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
                 first_word_s: answer.timing.first_word.as_secs_f64(),
                 decode_tokens_per_s: answer.stats.decode_tokens_per_sec as f64,
                 confidence: answer.confidence,
+                shown: answer.sources.iter().map(|s| s.text.clone()).collect(),
+                tokens: token_pieces(&answer.raw, &answer.token_probabilities),
             }
         }
         Err(e) => AnswerOutcome {
@@ -482,6 +496,8 @@ async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
             first_word_s: 0.0,
             decode_tokens_per_s: 0.0,
             confidence: None,
+            shown: Vec::new(),
+            tokens: Vec::new(),
         },
     }
 }

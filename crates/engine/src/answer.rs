@@ -35,12 +35,16 @@ pub const MAX_ABOUT_CHARS: usize = 200;
 /// no control character (every other character is written as itself).
 const ANSWER_ESCAPES: &str = "\"\\";
 
-/// What an answer's text may be: printable characters, no ASCII double quote, and no backslash
-/// at its end. A small model copying `\$` or `\W` from a passage wrote `\"` or `\\"`, closing
-/// the string after the backslash or turning the symbol into a quote mark; held to this, it
-/// writes the backslash and goes on to the symbol's letter. (Ranges, not `[^"\\]`: the grammar
-/// engine reads a negated class over JSON's escaped text, where it does not exclude `\\`.)
-const ANSWER_PATTERN: &str = r"^[ -!#-\x{10FFFF}]*[ -!#-\[\]-\x{10FFFF}]$";
+/// What an answer's text may be: printable characters, no ASCII double quote, and a backslash
+/// only before another character, never before a second backslash or at the end. A small model
+/// copying `\$`, `\W` or `\eqref` from a passage starts JSON's escape with its backslash and
+/// then wants the letter, which JSON does not allow there; held only to valid JSON it wrote `\"`
+/// (closing the string) or a token of two backslashes, then another, without end (`\notag`
+/// became a run of 200 backslashes on the second manuals set). Held to this, the one way on from
+/// the escape is the backslash it completes, then the letter. The cost: an answer cannot say
+/// LaTeX's `\\` or a UNC path's `\\server`. (Ranges, not `[^"\\]`: the grammar engine reads a
+/// negated class over JSON's escaped text, where it does not exclude `\\`.)
+const ANSWER_PATTERN: &str = r"^([ -!#-\[\]-\x{10FFFF}]|\\[ -!#-\[\]-\x{10FFFF}])+$";
 
 /// What a decline says first, in the app, `quire ask` and the local API alike.
 pub const DECLINE: &str = "Your documents don't say.";
@@ -405,6 +409,20 @@ pub fn supported(
         Some(_) => Some(backing),
     };
     kept.filter(|citations| !contradicted_yes(question, answer, citations))
+}
+
+/// What a "yes" becomes when every quote the model gave for it says "not" to a question put
+/// without one (`contradicted_yes`): the answer its own evidence gives. Shown with those quotes,
+/// the first under it.
+pub const REVERSED_YES: &str = "No.";
+
+/// `REVERSED_YES` when `answer` is a "yes" its quotes (`cited`) contradict, else None. "Does
+/// going back from unstable to stable work? Yes", quoting "it is not supported", is answered
+/// "No." on that quote: on the manuals sets every such "yes" was a wrong answer to a question
+/// whose right answer was "no" (BENCHMARKS.md, "A second test half"), where withdrawing it told
+/// the person only that the documents do not say.
+pub fn reversed_yes(question: &str, answer: &str, cited: &[Citation]) -> Option<&'static str> {
+    contradicted_yes(question, answer, cited).then_some(REVERSED_YES)
 }
 
 /// Whether `answer` says yes to a question put without a negation while every quote it rests on
@@ -918,6 +936,11 @@ mod tests {
         assert!(!allows(&schema, &reply(r#"The dollar sign (\")"#)));
         assert!(!allows(&schema, &reply(r"shown by \u001b[01;31m")));
         assert!(!allows(&schema, &reply(r"shown by \t")));
+        // No two backslashes in a row: after an escape's backslash the way on is the one that
+        // completes it, then the letter (`\\eqref`), not another (`\\\\\\eqref`, without end).
+        assert!(allows(&schema, &reply(r"\\eqref adds the parentheses")));
+        assert!(!allows(&schema, &reply(r"\\\\eqref adds the parentheses")));
+        assert!(!allows(&schema, &reply(r"you can use the \\\\\\\\\\\\")));
         let invented = r#"{"answer": "Yes", "citations": [{"quote": "It works on Windows.", "chunk": 1}]}"#;
         assert!(!allows(&schema, invented));
     }
@@ -1037,6 +1060,24 @@ mod tests {
         // A question that itself says "not" is answered yes by a "not" quote.
         let q = "Is it true that t.test() does not assume equal variances?";
         assert!(supported_in(q, "Yes", &[], sure, negating(), words).is_some());
+    }
+
+    /// A "yes" every quote of which says "not" becomes the "no" its evidence gives; a "yes" with
+    /// one quote that does not negate, a "no", and a "yes" to a question that itself negates
+    /// stay as they are.
+    #[test]
+    fn a_yes_its_own_quotes_say_not_to_becomes_no() {
+        let q = "Does R's t.test() assume by default that the two samples have equal variances?";
+        let negating = cited("By default the R function does not assume equality of variances in the two samples.");
+        let affirming = cited("The t.test function assumes equal variances by default.");
+        assert_eq!(reversed_yes(q, "Yes, it does.", std::slice::from_ref(&negating)), Some(REVERSED_YES));
+        assert_eq!(reversed_yes(q, "yes", &[negating.clone(), negating.clone()]), Some(REVERSED_YES));
+        assert_eq!(reversed_yes(q, "Yes", &[negating.clone(), affirming.clone()]), None);
+        assert_eq!(reversed_yes(q, "Yes", std::slice::from_ref(&affirming)), None);
+        assert_eq!(reversed_yes(q, "No, it does not.", std::slice::from_ref(&negating)), None);
+        assert_eq!(reversed_yes(q, "Yes", &[]), None, "no evidence, nothing to reverse on");
+        let q = "Is it true that t.test() does not assume equal variances?";
+        assert_eq!(reversed_yes(q, "Yes", std::slice::from_ref(&negating)), None);
     }
 
     #[test]

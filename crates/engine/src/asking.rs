@@ -152,7 +152,10 @@ impl Engine {
             }
             answer::RawReply::Answer(raw) => {
                 let cited = answer::cite(&raw, question, &sources, &hits, terms)?;
+                let reversed =
+                    self.config.declines.then(|| answer::reversed_yes(question, &raw.answer, &cited)).flatten();
                 let kept = match self.config.declines {
+                    _ if reversed.is_some() => Some(cited),
                     true => {
                         let passages: Vec<&str> = sources.iter().map(|s| s.text.as_str()).collect();
                         answer::supported(question, &raw.answer, &unmentioned, confidence, &passages, cited, terms)
@@ -160,7 +163,7 @@ impl Engine {
                     false => Some(cited),
                 };
                 match kept {
-                    Some(citations) => (raw.answer, None, citations),
+                    Some(citations) => (reversed.map_or(raw.answer, str::to_owned), None, citations),
                     None => declined(Some(raw.answer)),
                 }
             }
@@ -172,6 +175,7 @@ impl Engine {
             citations,
             sources,
             raw: generation.text,
+            token_probabilities: generation.token_probabilities,
             stats: generation.stats,
             speculation,
             timing: AnswerTiming {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use ts_rs::TS;
 
 use quire_llm::decoder::SpeculationStats;
-use quire_llm::GenerationStats;
+use quire_llm::{GenerationStats, TokenProbability};
 
 use crate::{FileOutcome, FileStage, QueuedFile};
 
@@ -156,6 +156,11 @@ pub struct Answer {
     /// probability of its three least sure tokens, 0 for certain); none from mistral.rs. An
     /// answer below `answer::LEAST_CONFIDENCE` is withdrawn.
     pub confidence: Option<f32>,
+    /// Each token of `raw` as the decoder chose it: where it ends and how probable it was (none
+    /// from mistral.rs). What `confidence` was read from, kept for the answer evaluation.
+    #[serde(skip)]
+    #[ts(skip)]
+    pub token_probabilities: Vec<TokenProbability>,
 }
 
 /// Where the wait for an answer went, each figure from the moment the question was given or

@@ -138,6 +138,13 @@ pub struct AnswerOutcome {
     /// How sure the model was of its answer's words (the engine's `Answer::confidence`).
     #[serde(default)]
     pub confidence: Option<f32>,
+    /// The passages' text as the model was shown it.
+    #[serde(default)]
+    pub shown: Vec<String>,
+    /// The model's output (`raw`) token by token, each with the probability it was chosen
+    /// with: what a measure of how sure the model was can be computed again from.
+    #[serde(default)]
+    pub tokens: Vec<(String, f32)>,
 }
 
 /// The per-question verdicts the report counts.
@@ -414,6 +421,8 @@ mod tests {
             first_word_s: 2.5,
             decode_tokens_per_s: 10.0,
             confidence: None,
+            shown: Vec::new(),
+            tokens: Vec::new(),
         }
     }
 
