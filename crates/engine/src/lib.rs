@@ -10,6 +10,7 @@ mod config;
 mod contents;
 mod context;
 pub mod conversation;
+mod discovery;
 mod disk_full;
 mod events;
 pub mod health;
@@ -47,10 +48,9 @@ pub use config::{
     DEFAULT_TOP_K,
 };
 pub use conversation::Turn;
+pub use discovery::{discover_files, LINK_NOT_FOLLOWED};
 pub use events::{Answer, AnswerTiming, Cancel, Cancelled, Citation, Declined, Event, Source};
-pub use ingestion::{
-    discover_files, FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile, LINK_NOT_FOLLOWED,
-};
+pub use ingestion::{FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
 pub use jobs::{Job, JobState};
 pub use keys::import_key_backup;
 pub use memory::MemoryBudget;
