@@ -89,7 +89,7 @@ pub const REVERSED_YES: &str = "No.";
 /// `REVERSED_YES` when `answer` is a "yes" its quotes (`cited`) contradict, else None. "Does
 /// going back from unstable to stable work? Yes", quoting "it is not supported", is answered
 /// "No." on that quote: on the manuals sets every such "yes" was a wrong answer to a question
-/// whose right answer was "no" (BENCHMARKS.md, "A second test half"), where withdrawing it told
+/// whose right answer was "no" (BENCHMARKS.md, "Answers you can rely on, second round"), where withdrawing it told
 /// the person only that the documents do not say.
 pub fn reversed_yes(question: &str, answer: &str, cited: &[Citation]) -> Option<&'static str> {
     contradicted_yes(question, answer, cited).then_some(REVERSED_YES)
@@ -158,7 +158,7 @@ pub fn answer_confidence(raw: &str, tokens: &[TokenProbability]) -> Option<f32> 
     let mut before = 0;
     let mut logs: Vec<f32> = Vec::new();
     for token in tokens {
-        if token.end > start && before < end {
+        if token.end > start && before < end && !completes_an_escape(raw, before, token.end) {
             logs.push(token.probability.max(1e-9).ln());
         }
         before = token.end;
@@ -169,6 +169,16 @@ pub fn answer_confidence(raw: &str, tokens: &[TokenProbability]) -> Option<f32> 
     logs.sort_by(f32::total_cmp);
     let least = &logs[..logs.len().min(3)];
     Some(least.iter().sum::<f32>() / least.len() as f32)
+}
+
+/// Whether the token `raw[from..to]` is the lone backslash that completes a JSON escape the
+/// token before it opened: JSON's, not the model's choice. A model copying `\eqref` writes the
+/// escape's backslash wanting the letter next, and the grammar leaves it only the second
+/// backslash, which it gave a probability near zero (e^-10): counted, it withdrew right answers
+/// that name a LaTeX command (the second manuals set's `\notag` and `\eqref`).
+fn completes_an_escape(raw: &str, from: usize, to: usize) -> bool {
+    let opened = raw[..from].bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 1;
+    raw.get(from..to) == Some("\\") && opened
 }
 
 #[cfg(test)]
@@ -324,5 +334,22 @@ mod tests {
         assert!((got - expected).abs() < 1e-5, "{got} vs {expected}");
         assert_eq!(answer_confidence(r#"{"not_in_sources": "x"}"#, &tokens), None);
         assert_eq!(answer_confidence(raw, &[]), None);
+    }
+
+    /// The backslash that completes a JSON escape the token before opened is the format's, not
+    /// the model's: however unsure, it does not count. A backslash that opens one does.
+    #[test]
+    fn the_backslash_that_completes_an_escape_does_not_count() {
+        let raw = r#"{"answer": "Use \\eqref here.", "citations": []}"#;
+        let open = raw.find(" \\").unwrap() + 2;
+        let pieces = [(open, 0.9), (open + 1, 0.0001), (raw.len(), 0.8)];
+        let tokens: Vec<TokenProbability> =
+            pieces.iter().map(|&(end, probability)| TokenProbability { end, probability }).collect();
+        let expected = (0.9f32.ln() + 0.8f32.ln()) / 2.0;
+        let got = answer_confidence(raw, &tokens).unwrap();
+        assert!((got - expected).abs() < 1e-5, "{got} vs {expected}");
+        // The same backslash opening an escape of its own is the model's choice and counts.
+        assert!(completes_an_escape(raw, open, open + 1));
+        assert!(!completes_an_escape(raw, open - 1, open));
     }
 }
