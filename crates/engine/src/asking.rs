@@ -152,15 +152,17 @@ impl Engine {
             }
             answer::RawReply::Answer(raw) => {
                 let cited = answer::cite(&raw, question, &sources, &hits, terms)?;
-                let reversed =
-                    self.config.declines.then(|| answer::reversed_yes(question, &raw.answer, &cited)).flatten();
+                // A "yes" its own quotes contradict is answered "No." on them, before any other check.
+                let reversed = match self.config.declines {
+                    true => answer::reversed_yes(question, &raw.answer, &cited),
+                    false => None,
+                };
                 let kept = match self.config.declines {
-                    _ if reversed.is_some() => Some(cited),
-                    true => {
+                    true if reversed.is_none() => {
                         let passages: Vec<&str> = sources.iter().map(|s| s.text.as_str()).collect();
                         answer::supported(question, &raw.answer, &unmentioned, confidence, &passages, cited, terms)
                     }
-                    false => Some(cited),
+                    _ => Some(cited),
                 };
                 match kept {
                     Some(citations) => (reversed.map_or(raw.answer, str::to_owned), None, citations),

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+use crate::discovery::canonical;
 use crate::{ingestion, jobs, pages_read, Cancel, DocumentRecord, Engine, Event, IngestReport, Job, JobState};
 
 impl Engine {
@@ -14,7 +15,7 @@ impl Engine {
 
     /// Removes a document by its path; returns whether it was in the knowledge base.
     pub async fn remove(&self, path: &Path) -> Result<bool> {
-        let doc_id = ingestion::document_id(&self.kb, &crate::discovery::canonical(path));
+        let doc_id = ingestion::document_id(&self.kb, &canonical(path));
         self.remove_document(&doc_id).await
     }
 
@@ -90,7 +91,7 @@ impl Engine {
         let mut report =
             if present.is_empty() { IngestReport::default() } else { self.ingest(&present, on_event, cancel).await? };
         // Removals after additions: a renamed file's chunks are still there to be reused.
-        let gone: Vec<PathBuf> = gone.iter().map(|p| crate::discovery::canonical(p)).collect();
+        let gone: Vec<PathBuf> = gone.iter().map(|p| canonical(p)).collect();
         self.jobs(|q| q.forget_gone(&gone))?;
         let docs = ingestion::gone_under(&self.kb.documents().await?, &gone);
         if !docs.is_empty() {

@@ -88,9 +88,9 @@ pub const REVERSED_YES: &str = "No.";
 
 /// `REVERSED_YES` when `answer` is a "yes" its quotes (`cited`) contradict, else None. "Does
 /// going back from unstable to stable work? Yes", quoting "it is not supported", is answered
-/// "No." on that quote: on the manuals sets every such "yes" was a wrong answer to a question
-/// whose right answer was "no" (BENCHMARKS.md, "Answers you can rely on, second round"), where withdrawing it told
-/// the person only that the documents do not say.
+/// "No." on that quote: on the first manuals set (studied) each of the five such answers was to
+/// a question whose right answer is "no" (BENCHMARKS.md, "Answers you can rely on, second
+/// round"), where withdrawing it told the person only that the documents do not say.
 pub fn reversed_yes(question: &str, answer: &str, cited: &[Citation]) -> Option<&'static str> {
     contradicted_yes(question, answer, cited).then_some(REVERSED_YES)
 }
