@@ -703,7 +703,9 @@ mod tests {
             missing_model_said(&by_hand),
             "There is no answer model at /elsewhere/mine.gguf: pick another file under Settings → Models."
         );
-        let damaged = say(anyhow::anyhow!("lance error: corrupt file /d/1.lance").context("searching"));
+        let damaged =
+            say(anyhow::Error::new(quire_engine::Damaged { table: None, detail: "corrupt file /d/1.lance".into() })
+                .context("searching"));
         assert!(damaged.ends_with(&format!("files look damaged: {}", crate::ipc::DAMAGE_REMEDY)), "{damaged}");
         let key = say(anyhow::Error::new(quire_vault_error_key_missing()).context("opening the collection"));
         assert!(key.contains("Import key backup… on the lock screen"), "{key}");

@@ -79,10 +79,10 @@ async fn named(config: &EngineConfig, ids: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// An error as a person reads it: LanceDB's repeated source locations cut and, where it looks
-/// like damaged files, how to find and mend them.
+/// An error as a person reads it: LanceDB's repeated source locations cut and, where it is
+/// damage to the library's files (`quire_index::Damaged`), a line that says so.
 pub fn explained(e: &anyhow::Error) -> String {
-    quire_index::explained(&format!("{e:#}"))
+    quire_index::explained(e)
 }
 
 /// What a repair did.

@@ -180,14 +180,14 @@ pub(crate) async fn ingest(
         finish(&mut report, on_event, path.display().to_string(), FileOutcome::Failed { reason });
     }
 
-    let kb = engine.knowledge_base();
+    let kb = &engine.kb;
     let documents = kb.documents().await?;
     let keys = remove_orphans(engine).await?;
     let mut run = Run {
         stored: documents.into_iter().map(|d| (d.path.clone(), d)).collect(),
         stored_hashes: keys.into_iter().map(|k| k.hash).collect(),
         failed_before,
-        chunker: std::sync::Arc::new(Chunker::new(engine.embedder().tokenizer())?),
+        chunker: std::sync::Arc::new(Chunker::new(engine.embedder.tokenizer())?),
         batch: Vec::new(),
         batch_started: None,
         progress: Progress::new(files.len(), sizes.iter().sum()),
@@ -288,7 +288,7 @@ pub(crate) async fn ingest(
 /// vectors for reuse: the file they came from is processed again in this run. Returns the keys
 /// of the chunks that remain.
 pub(crate) async fn remove_orphans(engine: &Engine) -> Result<Vec<quire_index::ChunkKey>> {
-    let (keys, orphan_vectors) = engine.knowledge_base().remove_orphans().await?;
+    let (keys, orphan_vectors) = engine.kb.remove_orphans().await?;
     if !orphan_vectors.is_empty() {
         engine.keep_removed_vectors(orphan_vectors);
     }
@@ -314,7 +314,7 @@ pub(crate) async fn remove_gone(
     on_event: &mut (dyn FnMut(Event) + Send),
 ) -> Result<()> {
     let ids: Vec<&str> = gone.iter().map(|d| d.doc_id.as_str()).collect();
-    let kb = engine.knowledge_base();
+    let kb = &engine.kb;
     engine.keep_removed_vectors(kb.vectors_of_documents(&ids).await?);
     kb.remove_documents(&ids).await?;
     for d in gone {
@@ -424,7 +424,7 @@ async fn flush(
     run.batch_started = None;
     let records: Vec<DocumentRecord> = batch.iter().map(|d| d.record.clone()).collect();
     let chunks: Vec<ChunkRecord> = batch.iter().flat_map(|d| d.chunks.iter().cloned()).collect();
-    let kb = engine.knowledge_base();
+    let kb = &engine.kb;
     kb.commit(&records, &chunks).await?;
     // Their scanned pages are stored with them now.
     engine.pages_read(|p| p.forget(records.iter().map(|r| r.content_hash.as_str())))?;
@@ -636,18 +636,18 @@ async fn prepare(
     run.timings.reading_s += waited * ahead.reading_s / work;
     run.timings.chunking_s += waited * ahead.chunking_s / work;
     let path_str = path.to_string_lossy().into_owned();
-    let doc_id = document_id(engine.knowledge_base(), path);
+    let doc_id = document_id(&engine.kb, path);
     let (doc, chunks, modified_ms, pages_resumed) = match ahead.loaded {
         Loaded::Done(outcome) => return Ok(Prepared::Done(outcome)),
         Loaded::Failed { reason, lasting } => return Ok(Prepared::Failed { reason, lasting }),
         Loaded::Touched(record) => {
-            engine.knowledge_base().update_document(&record).await?;
+            engine.kb.update_document(&record).await?;
             return Ok(Prepared::Done(FileOutcome::Unchanged));
         }
         Loaded::Chunked { doc, chunks, modified_ms, pages_resumed } => (doc, chunks, modified_ms, pages_resumed),
     };
     progress(on_event, FileStage::Chunking, 0, 0);
-    let hashes: Vec<String> = chunks.iter().map(|c| engine.knowledge_base().chunk_hash(&c.text)).collect();
+    let hashes: Vec<String> = chunks.iter().map(|c| engine.kb.chunk_hash(&c.text)).collect();
 
     // Vectors already computed: in this batch, of a document just removed (a move seen as a
     // removal first), or stored (the same text in this or another file).
@@ -673,7 +673,7 @@ async fn prepare(
         .collect();
     if !lookup.is_empty() {
         let t = Instant::now();
-        known.extend(engine.knowledge_base().vectors_by_hash(&lookup).await?);
+        known.extend(engine.kb.vectors_by_hash(&lookup).await?);
         run.timings.storing_s += t.elapsed().as_secs_f64();
     }
     let missing: Vec<usize> = (0..chunks.len()).filter(|&i| !known.contains_key(&hashes[i])).collect();
@@ -686,7 +686,7 @@ async fn prepare(
             return Ok(Prepared::Cancelled);
         }
         let t = Instant::now();
-        let (embedder, texts, from) = (engine.embedder().clone(), texts.clone(), computed.len());
+        let (embedder, texts, from) = (engine.embedder.clone(), texts.clone(), computed.len());
         let step = tokio::task::spawn_blocking(move || {
             let batch: Vec<&str> =
                 texts[from..(from + EMBED_STEP).min(texts.len())].iter().map(|t| t.as_str()).collect();

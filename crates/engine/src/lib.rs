@@ -56,7 +56,7 @@ pub use keys::import_key_backup;
 pub use memory::MemoryBudget;
 pub use models::{missing_models, MissingModel, ModelUse};
 pub use notices::take as take_notices;
-pub use quire_index::{DocumentRecord, SearchHit, SearchMode};
+pub use quire_index::{Damaged, DocumentRecord, SearchHit, SearchMode};
 pub use quire_ingest::isolate::{serve_if_worker, Isolation};
 pub use quire_ingest::{is_supported, quiet_parser_panics, UnreadablePage, NEEDS_OCR};
 pub use quire_llm::decoder::Placement;
@@ -173,10 +173,14 @@ impl Engine {
         &self.config
     }
 
+    /// The embedder, for the benchmarks and tests (the front ends ask through the engine).
+    #[cfg(feature = "bench")]
     pub fn embedder(&self) -> &Arc<Embedder> {
         &self.embedder
     }
 
+    /// The index, for the benchmarks and tests (the front ends ask through the engine).
+    #[cfg(feature = "bench")]
     pub fn knowledge_base(&self) -> &KnowledgeBase {
         &self.kb
     }

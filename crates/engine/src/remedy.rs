@@ -26,7 +26,8 @@ pub struct Remedied {
 }
 
 /// The way out of `e`, where there is one: from an error that carries it (whatever context was
-/// added on top), a missing key, or an error on files that look damaged.
+/// added on top), a missing key, or damage to the library's files. Found by the errors' types,
+/// never their words.
 pub fn remedy(e: &anyhow::Error) -> Option<Remedy> {
     if e.downcast_ref::<EmptyLibrary>().is_some() {
         return Some(Remedy::AddDocuments);
@@ -41,8 +42,7 @@ pub fn remedy(e: &anyhow::Error) -> Option<Remedy> {
             return Some(Remedy::ImportKeyBackup);
         }
     }
-    // LanceDB passes its errors on as text: damage is recognized by its words.
-    crate::health::explained(e).contains(quire_index::DAMAGED).then_some(Remedy::CheckAndRepair)
+    quire_index::is_damaged(e).then_some(Remedy::CheckAndRepair)
 }
 
 #[cfg(test)]
@@ -59,16 +59,19 @@ mod tests {
         let key: anyhow::Result<()> =
             Err(quire_vault::VaultError::KeyMissing { key_id: "k1".into(), entry: "quire collection x".into() }.into());
         assert_eq!(remedy(&key.context("opening").unwrap_err()), Some(Remedy::ImportKeyBackup));
-        let lance = anyhow::anyhow!("lance error: corrupt file /x/data/1.lance: not a lance file").context("searching");
-        assert_eq!(remedy(&lance), Some(Remedy::CheckAndRepair));
+        let damaged = quire_index::Damaged { table: None, detail: "corrupt file /x/data/1.lance".into() };
+        assert_eq!(remedy(&anyhow::Error::new(damaged).context("searching")), Some(Remedy::CheckAndRepair));
         assert_eq!(remedy(&anyhow::anyhow!("permission denied")), None);
+        // Damage is a type: an error that only says the words is not taken for it.
+        let words = anyhow::anyhow!("the note says: {}", quire_index::DAMAGED);
+        assert_eq!(remedy(&words), None);
     }
 
     /// The engine's own words name no command of a front end: each adds its own.
     #[test]
     fn no_engine_message_names_a_command() {
         let key = quire_vault::VaultError::KeyMissing { key_id: "k1".into(), entry: "quire collection x".into() };
-        let lance = anyhow::anyhow!("lance error: corrupt file /x/data/1.lance: not a lance file");
+        let lance = anyhow::Error::new(quire_index::Damaged { table: None, detail: "corrupt file /x/1.lance".into() });
         for said in [key.to_string(), crate::health::explained(&lance)] {
             assert!(!said.contains('`') && !said.contains("quire key") && !said.contains("quire repair"), "{said}");
         }

@@ -20,6 +20,7 @@
 //! engine deletes those at the start of its next ingestion (`remove_documents` of their ids,
 //! keeping their vectors to reuse) and processes the file again.
 
+mod damage;
 mod fusion;
 mod integrity;
 mod read;
@@ -38,13 +39,11 @@ use lancedb::Table;
 use serde::Serialize;
 use ts_rs::TS;
 
+pub use damage::{explained, is_damaged, plain_damage, Damaged, DAMAGED};
 pub use fusion::{fuse, Fusion, DEFAULT_FUSION, RRF_K};
 pub use quire_vault::{DataKey, Protection};
 pub use read::paths_of_documents;
-pub use repair::{
-    check_tables, explained, looks_damaged, plain_damage, plural, quiet_caught_panics, repair_tables, Mend, TableCheck,
-    TableRepair, DAMAGED,
-};
+pub use repair::{check_tables, plural, quiet_caught_panics, repair_tables, Mend, TableCheck, TableRepair};
 
 /// Below this many chunks an exact scan is fast (a few ms) and an ANN index would not pay.
 pub const HNSW_MIN_ROWS: usize = 5_000;

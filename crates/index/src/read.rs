@@ -13,18 +13,24 @@ use crate::{doc_id_filter, sql_str, ChunkKey, ChunkRecord, DocumentRecord, Knowl
 
 impl KnowledgeBase {
     pub async fn document_by_path(&self, path: &str) -> Result<Option<DocumentRecord>> {
-        self.document(&self.document_id(path)).await
+        crate::damage::at_boundary(async move { self.document(&self.document_id(path)).await }).await
     }
 
     pub async fn document(&self, doc_id: &str) -> Result<Option<DocumentRecord>> {
-        let filter = format!("doc_id = {}", sql_str(doc_id));
-        Ok(self.query_documents(Some(filter)).await?.into_iter().next())
+        crate::damage::at_boundary(async move {
+            let filter = format!("doc_id = {}", sql_str(doc_id));
+            Ok(self.query_documents(Some(filter)).await?.into_iter().next())
+        })
+        .await
     }
 
     pub async fn documents(&self) -> Result<Vec<DocumentRecord>> {
-        let mut docs = self.query_documents(None).await?;
-        docs.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(docs)
+        crate::damage::at_boundary(async move {
+            let mut docs = self.query_documents(None).await?;
+            docs.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(docs)
+        })
+        .await
     }
 
     pub(crate) async fn query_documents(&self, filter: Option<String>) -> Result<Vec<DocumentRecord>> {
@@ -36,25 +42,28 @@ impl KnowledgeBase {
     /// table afresh, no longer lists. Versions that cannot be read (or opened with this key) are
     /// passed over.
     pub async fn documents_in_any_version(&self) -> Result<Vec<DocumentRecord>> {
-        let dir = self.writes_lock.parent().context("the data folder")?;
-        let mut versions: Vec<u64> = self.documents.list_versions().await?.iter().map(|v| v.version).collect();
-        versions.sort_unstable_by(|a, b| b.cmp(a));
-        let mut found: HashMap<String, DocumentRecord> = HashMap::new();
-        // A handle of its own: checking out a version of the shared one would move every reader.
-        let table = crate::repair::open(dir, DOCUMENTS).await?;
-        for version in versions {
-            if table.checkout(version).await.is_err() {
-                continue;
-            }
-            if let Ok(docs) = self.documents_in(&table, None).await {
-                for doc in docs {
-                    found.entry(doc.doc_id.clone()).or_insert(doc);
+        crate::damage::at_boundary(async move {
+            let dir = self.writes_lock.parent().context("the data folder")?;
+            let mut versions: Vec<u64> = self.documents.list_versions().await?.iter().map(|v| v.version).collect();
+            versions.sort_unstable_by(|a, b| b.cmp(a));
+            let mut found: HashMap<String, DocumentRecord> = HashMap::new();
+            // A handle of its own: checking out a version of the shared one would move every reader.
+            let table = crate::repair::open(dir, DOCUMENTS).await?;
+            for version in versions {
+                if table.checkout(version).await.is_err() {
+                    continue;
+                }
+                if let Ok(docs) = self.documents_in(&table, None).await {
+                    for doc in docs {
+                        found.entry(doc.doc_id.clone()).or_insert(doc);
+                    }
                 }
             }
-        }
-        let mut docs: Vec<DocumentRecord> = found.into_values().collect();
-        docs.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(docs)
+            let mut docs: Vec<DocumentRecord> = found.into_values().collect();
+            docs.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(docs)
+        })
+        .await
     }
 
     async fn documents_in(&self, table: &lancedb::Table, filter: Option<String>) -> Result<Vec<DocumentRecord>> {
@@ -93,97 +102,109 @@ impl KnowledgeBase {
 
     /// A document's chunks in full (text opened, vectors included), in order.
     pub async fn chunk_records_of(&self, doc_id: &str) -> Result<Vec<ChunkRecord>> {
-        let batches: Vec<RecordBatch> = self
-            .chunks
-            .query()
-            .only_if(format!("doc_id = {}", sql_str(doc_id)))
-            .select(Select::columns(&[
-                "chunk_id",
-                "doc_id",
-                "seq",
-                "page",
-                "start",
-                "end",
-                "tokens",
-                "text",
-                "chunk_hash",
-                "vector",
-            ]))
-            .execute()
-            .await?
-            .try_collect()
-            .await?;
-        let mut out = Vec::new();
-        let protection = self.protection();
-        for b in &batches {
-            let (ids, texts, hashes) = (str_col(b, "chunk_id")?, str_col(b, "text")?, str_col(b, "chunk_hash")?);
-            let seqs = col::<UInt32Array>(b, "seq")?;
-            let pages = col::<UInt32Array>(b, "page")?;
-            let starts = col::<UInt64Array>(b, "start")?;
-            let ends = col::<UInt64Array>(b, "end")?;
-            let tokens = col::<UInt32Array>(b, "tokens")?;
-            let vectors = col::<FixedSizeListArray>(b, "vector")?;
-            for i in 0..b.num_rows() {
-                let values = vectors.value(i);
-                let values = values.as_any().downcast_ref::<Float32Array>().context("vector values are not f32")?;
-                out.push(ChunkRecord {
-                    doc_id: doc_id.to_owned(),
-                    hash: hashes.value(i).into(),
-                    seq: seqs.value(i),
-                    page: (!pages.is_null(i)).then(|| pages.value(i)),
-                    start: starts.value(i),
-                    end: ends.value(i),
-                    tokens: tokens.value(i),
-                    text: protection.open(&text_context(ids.value(i)), texts.value(i))?,
-                    vector: values.values().to_vec(),
-                });
+        crate::damage::at_boundary(async move {
+            let batches: Vec<RecordBatch> = self
+                .chunks
+                .query()
+                .only_if(format!("doc_id = {}", sql_str(doc_id)))
+                .select(Select::columns(&[
+                    "chunk_id",
+                    "doc_id",
+                    "seq",
+                    "page",
+                    "start",
+                    "end",
+                    "tokens",
+                    "text",
+                    "chunk_hash",
+                    "vector",
+                ]))
+                .execute()
+                .await?
+                .try_collect()
+                .await?;
+            let mut out = Vec::new();
+            let protection = self.protection();
+            for b in &batches {
+                let (ids, texts, hashes) = (str_col(b, "chunk_id")?, str_col(b, "text")?, str_col(b, "chunk_hash")?);
+                let seqs = col::<UInt32Array>(b, "seq")?;
+                let pages = col::<UInt32Array>(b, "page")?;
+                let starts = col::<UInt64Array>(b, "start")?;
+                let ends = col::<UInt64Array>(b, "end")?;
+                let tokens = col::<UInt32Array>(b, "tokens")?;
+                let vectors = col::<FixedSizeListArray>(b, "vector")?;
+                for i in 0..b.num_rows() {
+                    let values = vectors.value(i);
+                    let values = values.as_any().downcast_ref::<Float32Array>().context("vector values are not f32")?;
+                    out.push(ChunkRecord {
+                        doc_id: doc_id.to_owned(),
+                        hash: hashes.value(i).into(),
+                        seq: seqs.value(i),
+                        page: (!pages.is_null(i)).then(|| pages.value(i)),
+                        start: starts.value(i),
+                        end: ends.value(i),
+                        tokens: tokens.value(i),
+                        text: protection.open(&text_context(ids.value(i)), texts.value(i))?,
+                        vector: values.values().to_vec(),
+                    });
+                }
             }
-        }
-        out.sort_by_key(|c| c.seq);
-        Ok(out)
+            out.sort_by_key(|c| c.seq);
+            Ok(out)
+        })
+        .await
     }
 
     /// Every stored chunk's id, document and text hash (no text, no vector).
     pub async fn chunk_keys(&self) -> Result<Vec<ChunkKey>> {
-        let batches: Vec<RecordBatch> = self
-            .chunks
-            .query()
-            .select(Select::columns(&["chunk_id", "doc_id", "chunk_hash"]))
-            .execute()
-            .await?
-            .try_collect()
-            .await?;
-        let mut keys = Vec::new();
-        for b in &batches {
-            let (ids, docs, hashes) = (str_col(b, "chunk_id")?, str_col(b, "doc_id")?, str_col(b, "chunk_hash")?);
-            for i in 0..b.num_rows() {
-                keys.push(ChunkKey {
-                    chunk_id: ids.value(i).into(),
-                    doc_id: docs.value(i).into(),
-                    hash: hashes.value(i).into(),
-                });
+        crate::damage::at_boundary(async move {
+            let batches: Vec<RecordBatch> = self
+                .chunks
+                .query()
+                .select(Select::columns(&["chunk_id", "doc_id", "chunk_hash"]))
+                .execute()
+                .await?
+                .try_collect()
+                .await?;
+            let mut keys = Vec::new();
+            for b in &batches {
+                let (ids, docs, hashes) = (str_col(b, "chunk_id")?, str_col(b, "doc_id")?, str_col(b, "chunk_hash")?);
+                for i in 0..b.num_rows() {
+                    keys.push(ChunkKey {
+                        chunk_id: ids.value(i).into(),
+                        doc_id: docs.value(i).into(),
+                        hash: hashes.value(i).into(),
+                    });
+                }
             }
-        }
-        Ok(keys)
+            Ok(keys)
+        })
+        .await
     }
 
     /// Stored vectors for the given chunk hashes (those that are stored; each once).
     pub async fn vectors_by_hash(&self, hashes: &[&str]) -> Result<HashMap<String, Vec<f32>>> {
-        let mut found = HashMap::new();
-        for group in hashes.chunks(500) {
-            let list = group.iter().map(|h| sql_str(h)).collect::<Vec<_>>().join(", ");
-            self.collect_vectors(format!("chunk_hash IN ({list})"), &mut found).await?;
-        }
-        Ok(found)
+        crate::damage::at_boundary(async move {
+            let mut found = HashMap::new();
+            for group in hashes.chunks(500) {
+                let list = group.iter().map(|h| sql_str(h)).collect::<Vec<_>>().join(", ");
+                self.collect_vectors(format!("chunk_hash IN ({list})"), &mut found).await?;
+            }
+            Ok(found)
+        })
+        .await
     }
 
     /// The vectors of the given documents' chunks, by chunk hash.
     pub async fn vectors_of_documents(&self, doc_ids: &[&str]) -> Result<HashMap<String, Vec<f32>>> {
-        let mut found = HashMap::new();
-        for group in doc_ids.chunks(500) {
-            self.collect_vectors(doc_id_filter(group), &mut found).await?;
-        }
-        Ok(found)
+        crate::damage::at_boundary(async move {
+            let mut found = HashMap::new();
+            for group in doc_ids.chunks(500) {
+                self.collect_vectors(doc_id_filter(group), &mut found).await?;
+            }
+            Ok(found)
+        })
+        .await
     }
 
     pub(crate) async fn collect_vectors(&self, filter: String, found: &mut HashMap<String, Vec<f32>>) -> Result<()> {
@@ -212,7 +233,7 @@ impl KnowledgeBase {
     }
 
     pub async fn chunk_count(&self) -> Result<usize> {
-        Ok(self.chunks.count_rows(None).await?)
+        crate::damage::at_boundary(async move { Ok(self.chunks.count_rows(None).await?) }).await
     }
 }
 
@@ -224,26 +245,29 @@ pub async fn paths_of_documents(
     protection: &crate::Protection,
     ids: &[String],
 ) -> Result<HashMap<String, String>> {
-    let table = crate::repair::open(dir, DOCUMENTS).await?;
-    let mut paths = HashMap::new();
-    for group in ids.chunks(500) {
-        let group: Vec<&str> = group.iter().map(String::as_str).collect();
-        let batches: Vec<RecordBatch> = table
-            .query()
-            .only_if(doc_id_filter(&group))
-            .select(Select::columns(&["doc_id", "path"]))
-            .execute()
-            .await?
-            .try_collect()
-            .await?;
-        for b in &batches {
-            let (doc_ids, stored) = (str_col(b, "doc_id")?, str_col(b, "path")?);
-            for i in 0..b.num_rows() {
-                if let Ok(path) = protection.open(&path_context(doc_ids.value(i)), stored.value(i)) {
-                    paths.insert(doc_ids.value(i).to_owned(), path);
+    crate::damage::at_boundary(async move {
+        let table = crate::repair::open(dir, DOCUMENTS).await?;
+        let mut paths = HashMap::new();
+        for group in ids.chunks(500) {
+            let group: Vec<&str> = group.iter().map(String::as_str).collect();
+            let batches: Vec<RecordBatch> = table
+                .query()
+                .only_if(doc_id_filter(&group))
+                .select(Select::columns(&["doc_id", "path"]))
+                .execute()
+                .await?
+                .try_collect()
+                .await?;
+            for b in &batches {
+                let (doc_ids, stored) = (str_col(b, "doc_id")?, str_col(b, "path")?);
+                for i in 0..b.num_rows() {
+                    if let Ok(path) = protection.open(&path_context(doc_ids.value(i)), stored.value(i)) {
+                        paths.insert(doc_ids.value(i).to_owned(), path);
+                    }
                 }
             }
         }
-    }
-    Ok(paths)
+        Ok(paths)
+    })
+    .await
 }

@@ -32,6 +32,7 @@ use lancedb::query::{ExecutableQuery, QueryBase};
 use lancedb::Table;
 use serde::Serialize;
 
+use crate::damage::{damage_in, is_damaged, plain_damage, Damaged, DAMAGED};
 use crate::integrity::{read_checked, RowsRead};
 use crate::schema::{CHUNKS, DOCUMENTS};
 
@@ -430,70 +431,16 @@ async fn read_whole(table: &Table) -> Result<usize> {
     caught(async move { drain(table.query().execute().await?).await }).await
 }
 
-/// Said after an error that `looks_damaged`; each front end adds its way to check and repair.
-pub const DAMAGED: &str = "the library's files look damaged";
-
-/// True for LanceDB's errors on files that cannot be read as what they should be (one of its
-/// reading tasks panicking on a nonsense length: "task 72 panicked with message …").
-pub fn looks_damaged(message: &str) -> bool {
-    [
-        "corrupt file",
-        "Protobuf",
-        "LanceDB stopped",
-        "cannot be opened",
-        "panicked with message",
-        // A data file's footer or column metadata (lance-file's words).
-        "metadata region",
-        "invalid magic",
-        "magic mismatch",
-        // A manifest cut short.
-        "file size is too small",
-        // A sealed value whose bytes changed (the vault's words).
-        "failed to decrypt",
-    ]
-    .iter()
-    .any(|m| message.contains(m))
-}
-
-/// An error's text as a person reads it: LanceDB's repeated source locations cut and, where it
-/// looks like damaged files, `DAMAGED` on a line of its own.
-pub fn explained(said: &str) -> String {
-    let plain = plain_damage(said);
-    if looks_damaged(plain) && !plain.contains(DAMAGED) {
-        format!("{plain}\n{DAMAGED}")
-    } else {
-        plain.to_string()
-    }
-}
-
 /// A table that would not open, named as a person knows it. Where LanceDB's words say damage
 /// ("failed to decode Protobuf message: …", shown by `quire check`), a person is told only
 /// that, with the way out; other causes (a folder it may not read) are said as they are.
-pub(crate) fn unopened(table: &str, e: &anyhow::Error) -> anyhow::Error {
+pub(crate) fn unopened(table: &'static str, e: &anyhow::Error) -> anyhow::Error {
     let what = what_table_holds(table).name;
-    let said = format!("{e:#}");
-    if looks_damaged(&said) {
-        anyhow::anyhow!("{what} cannot be opened; {DAMAGED}")
+    if is_damaged(e) || damage_in(e).is_some() {
+        Damaged { table: Some(table), detail: format!("{what} cannot be opened; {DAMAGED}") }.into()
     } else {
-        anyhow::anyhow!("{what} cannot be opened: {}", plain_damage(&said))
+        anyhow::anyhow!("{what} cannot be opened: {}", plain_damage(&format!("{e:#}")))
     }
-}
-
-/// LanceDB's account of damage without the source locations it repeats it with
-/// ("…, /root/.cargo/registry/…/binary.rs:769:20: …").
-/// Only a `, ` followed by a Rust source file's path is cut: other errors name paths too.
-pub fn plain_damage(message: &str) -> &str {
-    let mut from = 0;
-    while let Some(found) = message[from..].find(", /") {
-        let at = from + found;
-        let rest = &message[at + 2..];
-        let path = &rest[..rest.find(|c: char| c == ':' || c.is_whitespace()).unwrap_or(rest.len())];
-        if path.ends_with(".rs") {
-            return &message[..at];
-        }
-        from = at + 3;
-    }
-    message
 }
 
 /// Panics being turned into errors by `caught` right now (their messages are not printed).
@@ -522,7 +469,10 @@ pub(crate) async fn caught<T: Send + 'static>(
         }
         Err(e) => e.into(),
     };
-    Err(anyhow::anyhow!("{}", plain_damage(&format!("{failed:#}"))))
+    match damage_in(&failed) {
+        Some(damaged) => Err(damaged.into()),
+        None => Err(anyhow::anyhow!("{}", plain_damage(&format!("{failed:#}")))),
+    }
 }
 
 /// Keeps off the terminal the panics `caught` turns into errors, and those of LanceDB's own
@@ -596,7 +546,5 @@ mod tests {
         assert_eq!(plain_damage(lance), "Encountered corrupt file /d/x.lance: bad");
         let path = "cannot read the file, /home/ann/notes/a.md: permission denied";
         assert_eq!(plain_damage(path), path);
-        assert!(explained(lance).ends_with(DAMAGED));
-        assert_eq!(explained(path), path);
     }
 }

@@ -73,120 +73,132 @@ pub(crate) fn chunks_schema(dim: usize) -> SchemaRef {
 impl KnowledgeBase {
     /// Opens (or creates) the knowledge base in `dir` for embeddings of `dim` dimensions.
     pub async fn open(dir: &Path, dim: usize, protection: Protection) -> Result<KnowledgeBase> {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the data folder {}", dir.display()))?;
-        let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
-        // Other processes (the app, `quire watch`, `quire list`) may open a new collection at
-        // the same moment: two creators of one table make a second "create" that overwrites the
-        // first (and fails the writes made in between), two migrations add a column twice. The
-        // tables are made and brought up to date by one opener at a time.
-        let lock = lock_file_async(dir.join("tables.lock")).await?;
-        // Every read sees what other processes sharing the collection wrote (the app beside
-        // `quire ingest`); on a local disk the check is one small read of the version folder.
-        let db = lancedb::connect(uri).read_consistency_interval(std::time::Duration::ZERO).execute().await?;
-        let names = db.table_names().execute().await?;
-        let open_or_create = |name: &'static str, schema: SchemaRef| {
-            let db = db.clone();
-            let exists = names.iter().any(|n| n == name);
-            async move {
-                if exists {
-                    db.open_table(name).execute().await
-                } else {
-                    db.create_empty_table(name, schema).execute().await
+        crate::damage::at_boundary(async move {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create the data folder {}", dir.display()))?;
+            let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
+            // Other processes (the app, `quire watch`, `quire list`) may open a new collection at
+            // the same moment: two creators of one table make a second "create" that overwrites the
+            // first (and fails the writes made in between), two migrations add a column twice. The
+            // tables are made and brought up to date by one opener at a time.
+            let lock = lock_file_async(dir.join("tables.lock")).await?;
+            // Every read sees what other processes sharing the collection wrote (the app beside
+            // `quire ingest`); on a local disk the check is one small read of the version folder.
+            let db = lancedb::connect(uri).read_consistency_interval(std::time::Duration::ZERO).execute().await?;
+            let names = db.table_names().execute().await?;
+            let open_or_create = |name: &'static str, schema: SchemaRef| {
+                let db = db.clone();
+                let exists = names.iter().any(|n| n == name);
+                async move {
+                    if exists {
+                        db.open_table(name).execute().await
+                    } else {
+                        db.create_empty_table(name, schema).execute().await
+                    }
+                }
+            };
+            // Caught: LanceDB panics on some damaged manifests.
+            let opened = |name: &'static str, schema: SchemaRef| {
+                let opening = open_or_create(name, schema);
+                async move {
+                    crate::repair::caught(async move { Ok(opening.await?) })
+                        .await
+                        .map_err(|e| crate::repair::unopened(name, &e))
+                }
+            };
+            let documents = opened(DOCUMENTS, documents_schema()).await?;
+            let chunks = opened(CHUNKS, chunks_schema(dim)).await?;
+            let stored_dim = match chunks.schema().await?.field_with_name("vector")?.data_type() {
+                DataType::FixedSizeList(_, n) => *n as usize,
+                other => anyhow::bail!("the chunks table has an unexpected vector type {other}"),
+            };
+            // Made before modification times were kept: 0 means "unknown", so such files are hashed
+            // once more on the next scan, then recorded.
+            add_missing_column(&documents, "modified_ms", "CAST(0 AS BIGINT)").await?;
+            // Made before chunk hashes were kept: an empty hash never matches, so old chunks are
+            // simply not reused; they are replaced as their files change.
+            add_missing_column(&chunks, "chunk_hash", "''").await?;
+            // Made before encryption: no blind terms and no sealing key; such documents are
+            // resealed (`documents_to_reseal`), and their text's old index is dropped.
+            add_missing_column(&chunks, "terms", "''").await?;
+            add_missing_column(&documents, "sealed_by", "''").await?;
+            // Made before rows carried checksums: an empty one is checked only as far as it decodes
+            // (`integrity`); rows get theirs as their documents are indexed again.
+            add_missing_column(&documents, ROW_SUM, "''").await?;
+            add_missing_column(&chunks, ROW_SUM, "''").await?;
+            for index in chunks.list_indices().await? {
+                if index.columns.iter().any(|c| c == "text") {
+                    chunks.drop_index(&index.name).await?;
                 }
             }
-        };
-        // Caught: LanceDB panics on some damaged manifests.
-        let opened = |name: &'static str, schema: SchemaRef| {
-            let opening = open_or_create(name, schema);
-            async move {
-                crate::repair::caught(async move { Ok(opening.await?) })
-                    .await
-                    .map_err(|e| crate::repair::unopened(name, &e))
+            if stored_dim != dim {
+                anyhow::bail!(
+                    "this knowledge base holds {stored_dim}-d embeddings but the embedding model makes {dim}-d ones; \
+                     use the model it was built with, or start a new collection (a different QUIRE_HOME)"
+                );
             }
-        };
-        let documents = opened(DOCUMENTS, documents_schema()).await?;
-        let chunks = opened(CHUNKS, chunks_schema(dim)).await?;
-        let stored_dim = match chunks.schema().await?.field_with_name("vector")?.data_type() {
-            DataType::FixedSizeList(_, n) => *n as usize,
-            other => anyhow::bail!("the chunks table has an unexpected vector type {other}"),
-        };
-        // Made before modification times were kept: 0 means "unknown", so such files are hashed
-        // once more on the next scan, then recorded.
-        add_missing_column(&documents, "modified_ms", "CAST(0 AS BIGINT)").await?;
-        // Made before chunk hashes were kept: an empty hash never matches, so old chunks are
-        // simply not reused; they are replaced as their files change.
-        add_missing_column(&chunks, "chunk_hash", "''").await?;
-        // Made before encryption: no blind terms and no sealing key; such documents are
-        // resealed (`documents_to_reseal`), and their text's old index is dropped.
-        add_missing_column(&chunks, "terms", "''").await?;
-        add_missing_column(&documents, "sealed_by", "''").await?;
-        // Made before rows carried checksums: an empty one is checked only as far as it decodes
-        // (`integrity`); rows get theirs as their documents are indexed again.
-        add_missing_column(&documents, ROW_SUM, "''").await?;
-        add_missing_column(&chunks, ROW_SUM, "''").await?;
-        for index in chunks.list_indices().await? {
-            if index.columns.iter().any(|c| c == "text") {
-                chunks.drop_index(&index.name).await?;
+            drop(lock);
+            let english = crate::sealing::ENGLISH;
+            let analysers =
+                std::sync::Mutex::new([(english, crate::sealing::analyser(english)?)].into_iter().collect());
+            let kb = KnowledgeBase {
+                writes_lock: dir.join("writes.lock"),
+                documents,
+                chunks,
+                dim,
+                protection: std::sync::RwLock::new(protection),
+                analysers,
+            };
+            // A new library's terms are all made by this version's reading of text.
+            if !names.iter().any(|n| n == CHUNKS) {
+                kb.mark_terms_current()?;
             }
-        }
-        if stored_dim != dim {
-            anyhow::bail!(
-                "this knowledge base holds {stored_dim}-d embeddings but the embedding model makes {dim}-d ones; \
-                 use the model it was built with, or start a new collection (a different QUIRE_HOME)"
-            );
-        }
-        drop(lock);
-        let english = crate::sealing::ENGLISH;
-        let analysers = std::sync::Mutex::new([(english, crate::sealing::analyser(english)?)].into_iter().collect());
-        let kb = KnowledgeBase {
-            writes_lock: dir.join("writes.lock"),
-            documents,
-            chunks,
-            dim,
-            protection: std::sync::RwLock::new(protection),
-            analysers,
-        };
-        // A new library's terms are all made by this version's reading of text.
-        if !names.iter().any(|n| n == CHUNKS) {
-            kb.mark_terms_current()?;
-        }
-        Ok(kb)
+            Ok(kb)
+        })
+        .await
     }
 
     /// Whether the knowledge base in `dir` holds data sealed under some key: a document row
     /// that records its key (not "plain": stored without encryption). Reads only (creates
     /// nothing), for a folder whose key manifest is missing: such a folder must not get a new key.
     pub async fn holds_sealed_data(dir: &Path) -> Result<bool> {
-        if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
-            return Ok(false);
-        }
-        let table = crate::repair::open(dir, DOCUMENTS).await.map_err(|e| crate::repair::unopened(DOCUMENTS, &e))?;
-        let has_key_column = table.schema().await?.field_with_name("sealed_by").is_ok();
-        Ok(has_key_column
-            && table.count_rows(Some("sealed_by IS NOT NULL AND sealed_by NOT IN ('', 'plain')".into())).await? > 0)
+        crate::damage::at_boundary(async move {
+            if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
+                return Ok(false);
+            }
+            let table =
+                crate::repair::open(dir, DOCUMENTS).await.map_err(|e| crate::repair::unopened(DOCUMENTS, &e))?;
+            let has_key_column = table.schema().await?.field_with_name("sealed_by").is_ok();
+            Ok(has_key_column
+                && table.count_rows(Some("sealed_by IS NOT NULL AND sealed_by NOT IN ('', 'plain')".into())).await? > 0)
+        })
+        .await
     }
 
     /// The keys the documents in the data folder `dir` are sealed under (none when plain or
     /// empty), read without any key: for refusing a key backup that cannot open them.
     pub async fn sealing_keys(dir: &Path) -> Result<std::collections::BTreeSet<String>> {
-        use futures::TryStreamExt;
-        use lancedb::query::{ExecutableQuery, QueryBase, Select};
-        let mut keys = std::collections::BTreeSet::new();
-        if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
-            return Ok(keys);
-        }
-        let table = crate::repair::open(dir, DOCUMENTS).await.map_err(|e| crate::repair::unopened(DOCUMENTS, &e))?;
-        if table.schema().await?.field_with_name("sealed_by").is_err() {
-            return Ok(keys);
-        }
-        let batches: Vec<RecordBatch> =
-            table.query().select(Select::columns(&["sealed_by"])).execute().await?.try_collect().await?;
-        for b in &batches {
-            let ids = str_col(b, "sealed_by")?;
-            keys.extend((0..b.num_rows()).filter(|&i| ids.is_valid(i)).map(|i| ids.value(i).to_owned()));
-        }
-        keys.retain(|k| !k.is_empty() && k != "plain");
-        Ok(keys)
+        crate::damage::at_boundary(async move {
+            use futures::TryStreamExt;
+            use lancedb::query::{ExecutableQuery, QueryBase, Select};
+            let mut keys = std::collections::BTreeSet::new();
+            if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
+                return Ok(keys);
+            }
+            let table =
+                crate::repair::open(dir, DOCUMENTS).await.map_err(|e| crate::repair::unopened(DOCUMENTS, &e))?;
+            if table.schema().await?.field_with_name("sealed_by").is_err() {
+                return Ok(keys);
+            }
+            let batches: Vec<RecordBatch> =
+                table.query().select(Select::columns(&["sealed_by"])).execute().await?.try_collect().await?;
+            for b in &batches {
+                let ids = str_col(b, "sealed_by")?;
+                keys.extend((0..b.num_rows()).filter(|&i| ids.is_valid(i)).map(|i| ids.value(i).to_owned()));
+            }
+            keys.retain(|k| !k.is_empty() && k != "plain");
+            Ok(keys)
+        })
+        .await
     }
 
     pub(crate) fn chunk_batch(&self, chunks: &[ChunkRecord]) -> Result<RecordBatch> {

@@ -87,39 +87,45 @@ impl KnowledgeBase {
     /// terms made again and compared with those stored; none once the library is marked as read
     /// by this version (`mark_terms_current`), as a new library is from the start.
     pub async fn documents_to_reanalyse(&self) -> Result<Vec<DocumentRecord>> {
-        if self.terms_are_current() {
-            return Ok(Vec::new());
-        }
-        let batches: Vec<RecordBatch> = self
-            .chunks
-            .query()
-            .select(Select::columns(&["chunk_id", "doc_id", "text", "terms"]))
-            .execute()
-            .await?
-            .try_collect()
-            .await?;
-        let protection = self.protection();
-        let mut differing = std::collections::BTreeSet::new();
-        for b in &batches {
-            let (ids, docs) = (str_col(b, "chunk_id")?, str_col(b, "doc_id")?);
-            let (texts, terms) = (str_col(b, "text")?, str_col(b, "terms")?);
-            for i in 0..b.num_rows() {
-                if differing.contains(docs.value(i)) {
-                    continue;
-                }
-                let text = protection.open(&text_context(ids.value(i)), texts.value(i))?;
-                if self.blind_terms(&text) != terms.value(i) {
-                    differing.insert(docs.value(i).to_owned());
+        crate::damage::at_boundary(async move {
+            if self.terms_are_current() {
+                return Ok(Vec::new());
+            }
+            let batches: Vec<RecordBatch> = self
+                .chunks
+                .query()
+                .select(Select::columns(&["chunk_id", "doc_id", "text", "terms"]))
+                .execute()
+                .await?
+                .try_collect()
+                .await?;
+            let protection = self.protection();
+            let mut differing = std::collections::BTreeSet::new();
+            for b in &batches {
+                let (ids, docs) = (str_col(b, "chunk_id")?, str_col(b, "doc_id")?);
+                let (texts, terms) = (str_col(b, "text")?, str_col(b, "terms")?);
+                for i in 0..b.num_rows() {
+                    if differing.contains(docs.value(i)) {
+                        continue;
+                    }
+                    let text = protection.open(&text_context(ids.value(i)), texts.value(i))?;
+                    if self.blind_terms(&text) != terms.value(i) {
+                        differing.insert(docs.value(i).to_owned());
+                    }
                 }
             }
-        }
-        Ok(self.documents().await?.into_iter().filter(|d| differing.contains(&d.doc_id)).collect())
+            Ok(self.documents().await?.into_iter().filter(|d| differing.contains(&d.doc_id)).collect())
+        })
+        .await
     }
 
     /// Makes a document's blind terms again, by the current reading of its chunks' text.
     pub async fn reanalyse(&self, doc: &DocumentRecord) -> Result<()> {
-        let chunks = self.chunk_records_of(&doc.doc_id).await?;
-        self.commit(std::slice::from_ref(doc), &chunks).await
+        crate::damage::at_boundary(async move {
+            let chunks = self.chunk_records_of(&doc.doc_id).await?;
+            self.commit(std::slice::from_ref(doc), &chunks).await
+        })
+        .await
     }
 
     /// Records that every document's terms are made by the current reading.
@@ -150,31 +156,37 @@ impl KnowledgeBase {
     /// also the documents any of whose chunk rows is sealed under another key (a scan of every
     /// chunk's text: done while a rotation is under way, not at every start).
     pub async fn documents_to_reseal(&self, thorough: bool) -> Result<Vec<DocumentRecord>> {
-        let mut docs = self.query_documents(Some(self.documents_under_other_keys())).await?;
-        if thorough {
-            let listed: std::collections::HashSet<String> = docs.iter().map(|d| d.doc_id.clone()).collect();
-            let mut owners: Vec<String> = self
-                .chunk_doc_ids(self.chunks_under_other_keys())
-                .await?
-                .into_iter()
-                .filter(|id| !listed.contains(id))
-                .collect();
-            owners.sort();
-            owners.dedup();
-            for group in owners.chunks(500) {
-                let ids: Vec<&str> = group.iter().map(String::as_str).collect();
-                docs.extend(self.query_documents(Some(doc_id_filter(&ids))).await?);
+        crate::damage::at_boundary(async move {
+            let mut docs = self.query_documents(Some(self.documents_under_other_keys())).await?;
+            if thorough {
+                let listed: std::collections::HashSet<String> = docs.iter().map(|d| d.doc_id.clone()).collect();
+                let mut owners: Vec<String> = self
+                    .chunk_doc_ids(self.chunks_under_other_keys())
+                    .await?
+                    .into_iter()
+                    .filter(|id| !listed.contains(id))
+                    .collect();
+                owners.sort();
+                owners.dedup();
+                for group in owners.chunks(500) {
+                    let ids: Vec<&str> = group.iter().map(String::as_str).collect();
+                    docs.extend(self.query_documents(Some(doc_id_filter(&ids))).await?);
+                }
             }
-        }
-        Ok(docs)
+            Ok(docs)
+        })
+        .await
     }
 
     /// Rows not sealed under the current key: document rows (by `sealed_by`) and chunk rows (by
     /// their text). A key may be forgotten only when this is zero.
     pub async fn rows_under_other_keys(&self) -> Result<usize> {
-        let Some(chunks) = self.chunks_under_other_keys() else { return Ok(0) };
-        Ok(self.documents.count_rows(Some(self.documents_under_other_keys())).await?
-            + self.chunks.count_rows(Some(chunks)).await?)
+        crate::damage::at_boundary(async move {
+            let Some(chunks) = self.chunks_under_other_keys() else { return Ok(0) };
+            Ok(self.documents.count_rows(Some(self.documents_under_other_keys())).await?
+                + self.chunks.count_rows(Some(chunks)).await?)
+        })
+        .await
     }
 
     /// The filter for document rows not sealed under the current key.
@@ -194,19 +206,22 @@ impl KnowledgeBase {
     /// rows are committed before the old ones go, so an interruption leaves the document
     /// readable (under the old key, or both), and doing it again finishes it.
     pub async fn reseal(&self, doc: &DocumentRecord) -> Result<()> {
-        let old_id = doc.doc_id.clone();
-        let new_id = self.document_id(&doc.path);
-        let mut chunks = self.chunk_records_of(&old_id).await?;
-        for c in &mut chunks {
-            c.doc_id = new_id.clone();
-            c.hash = self.chunk_hash(&c.text);
-        }
-        let new_doc = DocumentRecord { doc_id: new_id.clone(), ..doc.clone() };
-        self.commit(std::slice::from_ref(&new_doc), &chunks).await?;
-        if new_id != old_id {
-            self.remove_documents(&[&old_id]).await?;
-        }
-        Ok(())
+        crate::damage::at_boundary(async move {
+            let old_id = doc.doc_id.clone();
+            let new_id = self.document_id(&doc.path);
+            let mut chunks = self.chunk_records_of(&old_id).await?;
+            for c in &mut chunks {
+                c.doc_id = new_id.clone();
+                c.hash = self.chunk_hash(&c.text);
+            }
+            let new_doc = DocumentRecord { doc_id: new_id.clone(), ..doc.clone() };
+            self.commit(std::slice::from_ref(&new_doc), &chunks).await?;
+            if new_id != old_id {
+                self.remove_documents(&[&old_id]).await?;
+            }
+            Ok(())
+        })
+        .await
     }
 }
 

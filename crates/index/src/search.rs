@@ -16,8 +16,11 @@ use crate::{doc_id_filter, fuse, hybrid_pool, sql_str, AnnParams, KnowledgeBase,
 
 impl KnowledgeBase {
     pub async fn search_dense(&self, query: &[f32], limit: usize, exact: bool) -> Result<Vec<SearchHit>> {
-        let ann = if exact { None } else { Some(AnnParams::default()) };
-        self.search_dense_with(query, limit, ann).await
+        crate::damage::at_boundary(async move {
+            let ann = if exact { None } else { Some(AnnParams::default()) };
+            self.search_dense_with(query, limit, ann).await
+        })
+        .await
     }
 
     /// Dense search with the ANN index's effort given (`None`: exact scan).
@@ -27,25 +30,31 @@ impl KnowledgeBase {
         limit: usize,
         ann: Option<AnnParams>,
     ) -> Result<Vec<SearchHit>> {
-        let mut q = self
-            .chunks
-            .vector_search(query.to_vec())?
-            .column("vector")
-            .distance_type(DistanceType::Cosine)
-            .limit(limit)
-            .select(Select::columns(&HIT_COLUMNS));
-        match ann {
-            None => q = q.bypass_vector_index(),
-            // The graph search must return at least limit × refine factor candidates (ef ≥ that k).
-            Some(p) => q = q.nprobes(p.nprobes)?.ef(64 + limit * p.refine as usize).refine_factor(p.refine),
-        }
-        let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
-        // Cosine distance is 1 - cosine similarity.
-        Ok(best_first(self.hits(&batches, "_distance", |d| 1.0 - d).await?))
+        crate::damage::at_boundary(async move {
+            let mut q = self
+                .chunks
+                .vector_search(query.to_vec())?
+                .column("vector")
+                .distance_type(DistanceType::Cosine)
+                .limit(limit)
+                .select(Select::columns(&HIT_COLUMNS));
+            match ann {
+                None => q = q.bypass_vector_index(),
+                // The graph search must return at least limit × refine factor candidates (ef ≥ that k).
+                Some(p) => q = q.nprobes(p.nprobes)?.ef(64 + limit * p.refine as usize).refine_factor(p.refine),
+            }
+            let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
+            // Cosine distance is 1 - cosine similarity.
+            Ok(best_first(self.hits(&batches, "_distance", |d| 1.0 - d).await?))
+        })
+        .await
     }
 
     pub async fn search_bm25(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
-        self.search_bm25_in(query, crate::terms::stemming_language(query), limit).await
+        crate::damage::at_boundary(async move {
+            self.search_bm25_in(query, crate::terms::stemming_language(query), limit).await
+        })
+        .await
     }
 
     /// `search_bm25` with `query` read in `language` besides English (`blind_terms_in`).
@@ -55,49 +64,58 @@ impl KnowledgeBase {
         language: Option<&'static str>,
         limit: usize,
     ) -> Result<Vec<SearchHit>> {
-        let terms = self.blind_terms_in(query, language);
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let fts = FullTextSearchQuery::new(terms).with_column("terms".into())?;
-        let batches: Vec<RecordBatch> = match self
-            .chunks
-            .query()
-            .full_text_search(fts)
-            .limit(limit)
-            .select(Select::columns(&HIT_COLUMNS))
-            .execute()
-            .await
-        {
-            Ok(stream) => stream.try_collect().await?,
-            // An empty table has no inverted index yet: no keyword hits.
-            Err(_) if self.chunk_count().await? == 0 => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        };
-        Ok(best_first(self.hits(&batches, "_score", |s| s).await?))
+        crate::damage::at_boundary(async move {
+            let terms = self.blind_terms_in(query, language);
+            if terms.is_empty() {
+                return Ok(Vec::new());
+            }
+            let fts = FullTextSearchQuery::new(terms).with_column("terms".into())?;
+            let batches: Vec<RecordBatch> = match self
+                .chunks
+                .query()
+                .full_text_search(fts)
+                .limit(limit)
+                .select(Select::columns(&HIT_COLUMNS))
+                .execute()
+                .await
+            {
+                Ok(stream) => stream.try_collect().await?,
+                // An empty table has no inverted index yet: no keyword hits.
+                Err(_) if self.chunk_count().await? == 0 => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            Ok(best_first(self.hits(&batches, "_score", |s| s).await?))
+        })
+        .await
     }
 
     /// Dense and BM25 results fused with `DEFAULT_FUSION`.
     pub async fn search_hybrid(&self, query_vector: &[f32], query: &str, limit: usize) -> Result<Vec<SearchHit>> {
-        let pool = hybrid_pool(limit);
-        let dense = self.search_dense(query_vector, pool, false).await?;
-        let bm25 = self.search_bm25(query, pool).await?;
-        Ok(fuse(&dense, &bm25, DEFAULT_FUSION, limit))
+        crate::damage::at_boundary(async move {
+            let pool = hybrid_pool(limit);
+            let dense = self.search_dense(query_vector, pool, false).await?;
+            let bm25 = self.search_bm25(query, pool).await?;
+            Ok(fuse(&dense, &bm25, DEFAULT_FUSION, limit))
+        })
+        .await
     }
 
     pub async fn chunks_of(&self, doc_id: &str) -> Result<Vec<SearchHit>> {
-        let batches: Vec<RecordBatch> = self
-            .chunks
-            .query()
-            .only_if(format!("doc_id = {}", sql_str(doc_id)))
-            .select(Select::columns(&HIT_COLUMNS))
-            .execute()
-            .await?
-            .try_collect()
-            .await?;
-        let mut hits = self.hits(&batches, "", |s| s).await?;
-        hits.sort_by_key(|h| h.seq);
-        Ok(hits)
+        crate::damage::at_boundary(async move {
+            let batches: Vec<RecordBatch> = self
+                .chunks
+                .query()
+                .only_if(format!("doc_id = {}", sql_str(doc_id)))
+                .select(Select::columns(&HIT_COLUMNS))
+                .execute()
+                .await?
+                .try_collect()
+                .await?;
+            let mut hits = self.hits(&batches, "", |s| s).await?;
+            hits.sort_by_key(|h| h.seq);
+            Ok(hits)
+        })
+        .await
     }
 
     /// The paths of the given documents: only their rows are read and opened, so a search costs

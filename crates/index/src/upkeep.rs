@@ -16,63 +16,77 @@ impl KnowledgeBase {
     /// Brings the search indexes up to date after writes: creates the BM25 index (and, once the
     /// table is large enough, the HNSW index) or folds new rows into the existing ones.
     pub async fn refresh_indexes(&self) -> Result<()> {
-        let rows = self.chunks.count_rows(None).await?;
-        if rows == 0 {
-            return Ok(());
-        }
-        let indices = self.chunks.list_indices().await?;
-        let has = |col: &str| indices.iter().any(|i| i.columns.iter().any(|c| c == col));
-        let (has_fts, has_vector) = (has("terms"), has("vector"));
-        if has_fts || has_vector {
-            retried(|| self.chunks.optimize(OptimizeAction::Index(Default::default()))).await?;
-        }
-        if !has_fts {
-            retried(|| self.chunks.create_index(&["terms"], Index::FTS(terms_index())).execute()).await?;
-        }
-        if !has_vector && rows >= HNSW_MIN_ROWS {
-            retried(|| {
-                let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine);
-                self.chunks.create_index(&["vector"], Index::IvfHnswSq(builder)).execute()
-            })
-            .await?;
-        }
-        Ok(())
+        crate::damage::at_boundary(async move {
+            let rows = self.chunks.count_rows(None).await?;
+            if rows == 0 {
+                return Ok(());
+            }
+            let indices = self.chunks.list_indices().await?;
+            let has = |col: &str| indices.iter().any(|i| i.columns.iter().any(|c| c == col));
+            let (has_fts, has_vector) = (has("terms"), has("vector"));
+            if has_fts || has_vector {
+                retried(|| self.chunks.optimize(OptimizeAction::Index(Default::default()))).await?;
+            }
+            if !has_fts {
+                retried(|| self.chunks.create_index(&["terms"], Index::FTS(terms_index())).execute()).await?;
+            }
+            if !has_vector && rows >= HNSW_MIN_ROWS {
+                retried(|| {
+                    let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine);
+                    self.chunks.create_index(&["vector"], Index::IvfHnswSq(builder)).execute()
+                })
+                .await?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Compacts small files into large ones and deletes table versions older than `keep`, so
     /// the data folder does not grow with every write. Versions another process may still be
     /// reading are kept by passing a `keep` longer than its reads.
     pub async fn optimize(&self, keep: std::time::Duration) -> Result<()> {
-        for table in [&self.documents, &self.chunks] {
-            retried(|| table.optimize(OptimizeAction::Compact { options: Default::default(), remap_options: None }))
+        crate::damage::at_boundary(async move {
+            for table in [&self.documents, &self.chunks] {
+                retried(|| {
+                    table.optimize(OptimizeAction::Compact { options: Default::default(), remap_options: None })
+                })
                 .await?;
-        }
-        self.prune(keep).await
+            }
+            self.prune(keep).await
+        })
+        .await
     }
 
     /// Deletes table versions older than `keep` without compacting (cheap; for long ingestions).
     pub async fn prune(&self, keep: std::time::Duration) -> Result<()> {
-        let older_than = Duration::from_std(keep).unwrap_or(Duration::zero());
-        for table in [&self.documents, &self.chunks] {
-            retried(|| {
-                table.optimize(OptimizeAction::Prune {
-                    older_than: Some(older_than),
-                    delete_unverified: None,
-                    error_if_tagged_old_versions: None,
+        crate::damage::at_boundary(async move {
+            let older_than = Duration::from_std(keep).unwrap_or(Duration::zero());
+            for table in [&self.documents, &self.chunks] {
+                retried(|| {
+                    table.optimize(OptimizeAction::Prune {
+                        older_than: Some(older_than),
+                        delete_unverified: None,
+                        error_if_tagged_old_versions: None,
+                    })
                 })
-            })
-            .await?;
-        }
-        Ok(())
+                .await?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// How many versions the chunk table has accumulated (each write makes one).
     pub async fn chunk_table_versions(&self) -> Result<usize> {
-        Ok(self.chunks.list_versions().await?.len())
+        crate::damage::at_boundary(async move { Ok(self.chunks.list_versions().await?.len()) }).await
     }
 
     pub async fn has_vector_index(&self) -> Result<bool> {
-        Ok(self.chunks.list_indices().await?.iter().any(|i| i.columns.iter().any(|c| c == "vector")))
+        crate::damage::at_boundary(async move {
+            Ok(self.chunks.list_indices().await?.iter().any(|i| i.columns.iter().any(|c| c == "vector")))
+        })
+        .await
     }
 }
 
