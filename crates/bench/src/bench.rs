@@ -66,6 +66,9 @@ enum BenchCommand {
     /// Plain and speculative decoding side by side on RAG answers and free-form chat: tokens/s,
     /// ratio, tokens per target step, acceptance per draft source, identical greedy text.
     Speculative(crate::speculative::SpeculativeArgs),
+    /// RAG answers back to back for ten minutes or more, as the app gives them: tokens/s and
+    /// first word per answer over time, with the machine's thermal state, clock and temperature.
+    Sustained(crate::sustained::SustainedArgs),
     /// Time to first token of RAG answers: a fresh question, a question after another, a
     /// follow-up over the same passages (the last prompt kept), each checked against a fresh run.
     Ttft(crate::ttft::TtftArgs),
@@ -82,6 +85,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
             return bench_ingest(&corpus, max_docs, before).await
         }
         Some(BenchCommand::Speculative(args)) => return crate::speculative::run(args).await,
+        Some(BenchCommand::Sustained(args)) => return crate::sustained::run(args).await,
         Some(BenchCommand::Ttft(args)) => return crate::ttft::run(args).await,
         Some(BenchCommand::Embed(args)) => return crate::embed_bench::run(args),
         Some(BenchCommand::Ocr(args)) => return crate::ocr_bench::run(args),

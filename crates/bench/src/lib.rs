@@ -9,6 +9,7 @@ mod embed_bench;
 mod eval;
 mod ocr_bench;
 mod speculative;
+mod sustained;
 mod ttft;
 
 pub use bench::{run as bench, BenchArgs};

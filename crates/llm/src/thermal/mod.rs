@@ -46,6 +46,26 @@ impl PowerState {
     }
 }
 
+/// What the OS reports of the CPU's clock and heat, for figures over a long run (`quire bench
+/// sustained`): each is `None` where the OS does not say (a virtual machine has no thermal
+/// zones; macOS gives no temperature without private interfaces).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Readings {
+    /// The cores' mean clock, MHz.
+    pub cpu_mhz: Option<f32>,
+    /// The hottest thermal zone, °C.
+    pub temperature_c: Option<f32>,
+    /// The CPU speed limit the OS applies under thermal pressure, percent (macOS).
+    pub speed_limit_percent: Option<u32>,
+}
+
+impl Readings {
+    /// Reads them now; never fails.
+    pub fn read() -> Readings {
+        os::readings()
+    }
+}
+
 /// How speculation adapts to the machine: the most tokens to draft from the model, and
 /// whether the draft model may run at all (free sources — grammar and lookup — still draft
 /// unless the machine is critical, since verifying them costs little).
@@ -115,5 +135,7 @@ mod tests {
         assert!(battery.model_drafts && battery.max_k_divisor == 2);
         // Reading the real machine never fails.
         let _ = PowerState::read();
+        let readings = Readings::read();
+        assert!(readings.cpu_mhz.is_none_or(|mhz| mhz > 0.0), "{readings:?}");
     }
 }

@@ -1,7 +1,11 @@
 //! Systems without a reader yet (Windows): the state is unknown, speculation runs unthrottled.
 
-use super::PowerState;
+use super::{PowerState, Readings};
 
 pub fn read() -> PowerState {
     PowerState::UNKNOWN
+}
+
+pub fn readings() -> Readings {
+    Readings::default()
 }
