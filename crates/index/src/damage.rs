@@ -132,6 +132,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_lancedbs_source_locations_are_cut() {
+        let lance = "Encountered corrupt file /d/x.lance: bad, /root/.cargo/registry/src/lance-file/src/reader.rs:769:20: again";
+        assert_eq!(plain_damage(lance), "Encountered corrupt file /d/x.lance: bad");
+        let path = "cannot read the file, /home/ann/notes/a.md: permission denied";
+        assert_eq!(plain_damage(path), path);
+    }
+
+    #[test]
     fn lancedbs_typed_damage_and_its_words_become_damaged() {
         let corrupted = lancedb::Error::TableCorrupted { name: "chunks".into(), source: "bad manifest".into() };
         let typed_corruption = typed(anyhow::Error::new(corrupted).context("searching"));

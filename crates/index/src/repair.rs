@@ -535,16 +535,3 @@ fn move_aside(path: &Path, into: &Path) -> Result<()> {
     std::fs::rename(path, &target)
         .with_context(|| format!("cannot move the damaged {} to {}", path.display(), target.display()))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_lancedbs_source_locations_are_cut() {
-        let lance = "Encountered corrupt file /d/x.lance: bad, /root/.cargo/registry/src/lance-file/src/reader.rs:769:20: again";
-        assert_eq!(plain_damage(lance), "Encountered corrupt file /d/x.lance: bad");
-        let path = "cannot read the file, /home/ann/notes/a.md: permission denied";
-        assert_eq!(plain_damage(path), path);
-    }
-}
