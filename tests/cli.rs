@@ -344,3 +344,37 @@ fn eval_retrieval_on_a_small_beir_dataset() {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(variant)), "no {variant} row: {stdout}");
     }
 }
+
+/// A library made with the multilingual embedder (`QUIRE_EMBEDDER_MODEL`) finds German notes by
+/// meaning from questions in English and Japanese, and keeps that embedder when it is opened
+/// again with the default one configured.
+#[test]
+fn a_multilingual_library_finds_across_languages_and_keeps_its_embedder() {
+    let home = QuireHome::new(QUIRE);
+    let docs = tempfile::tempdir().unwrap();
+    let notes = [
+        ("pakete.md", "# Paketverwaltung\n\nDer Paketmanager lädt für jede Paketquelle die Datei Packages herunter und prüft ihre Signatur, bevor er Pakete installiert.\n"),
+        ("drucker.md", "# Drucker\n\nDer Farbdrucker im zweiten Stock druckt nur noch schwarz; die Tonerkassette für Cyan muss ersetzt werden.\n"),
+        ("urlaub.md", "# Urlaub\n\nUrlaubsanträge werden spätestens vier Wochen vorher bei der Personalabteilung eingereicht.\n"),
+    ];
+    for (name, text) in notes {
+        std::fs::write(docs.path().join(name), text).unwrap();
+    }
+    let mut ingest = home.command(&["ingest", docs.path().to_str().unwrap()]);
+    ingest.env("QUIRE_EMBEDDER_MODEL", "multilingual-e5-small");
+    let ingest = home.run(ingest, &["ingest", "(multilingual-e5-small)"]);
+    assert!(ingest.status.success(), "{}", text(&ingest.stderr));
+    let record = std::fs::read_to_string(home.data_dir().join("embedder")).unwrap();
+    assert_eq!(record, "multilingual-e5-small\n");
+    // Opened again with nothing asked for: the library's own embedder, not the default.
+    let list = text(&home.quire(&["list"]).stdout);
+    assert!(list.contains("3 documents, embedded with multilingual-e5-small"), "{list}");
+    for (question, note) in [
+        ("which file does the package manager download for each source?", "pakete.md"),
+        ("プリンターのトナーはどうなっていますか", "drucker.md"),
+        ("休暇の申請はいつまでに出せばいいですか", "urlaub.md"),
+    ] {
+        let found = text(&home.quire(&["search", "--mode", "dense", "--limit", "1", question]).stdout);
+        assert!(found.starts_with("1. ") && found.lines().next().unwrap().contains(note), "{question}: {found}");
+    }
+}

@@ -116,7 +116,7 @@ impl AppState {
             declines: settings.decline_unsupported,
             ..EngineConfig::new(
                 collection_dir(&self.home, &settings.collection)?,
-                quire_models::MINILM.location()?,
+                EngineConfig::new_library_embedder()?,
                 settings.target_path()?,
                 self.key_access(),
             )

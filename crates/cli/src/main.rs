@@ -290,7 +290,7 @@ async fn run(command: Command) -> Result<ExitCode> {
             for d in &docs {
                 println!("{:>5} passages {:>4} pages {:>10} B  {}", d.chunks, d.pages, d.bytes, shown(&d.path));
             }
-            println!("{} documents", docs.len());
+            println!("{} documents, embedded with {}", docs.len(), engine.embedder_name());
             Ok(ExitCode::SUCCESS)
         }
         Command::Remove { paths } => {

@@ -82,13 +82,18 @@ pub struct BertModel {
 
 impl BertModel {
     pub fn load(weights: &Path, cfg: &BertConfig, device: &Device) -> Result<BertModel> {
-        if cfg.hidden_act != "gelu" {
-            anyhow::bail!("unsupported activation {:?} (Quire's BERT supports gelu)", cfg.hidden_act);
-        }
         // SAFETY: the file is memory-mapped read-only and not modified while the model lives.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, device)? };
         // Some checkpoints prefix every tensor with `bert.`.
         let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb };
+        BertModel::from_var_builder(vb, cfg)
+    }
+
+    /// The model from tensors named as Hugging Face's BERT names them.
+    pub(crate) fn from_var_builder(vb: VarBuilder, cfg: &BertConfig) -> Result<BertModel> {
+        if cfg.hidden_act != "gelu" {
+            anyhow::bail!("unsupported activation {:?} (Quire's BERT supports gelu)", cfg.hidden_act);
+        }
         let h = cfg.hidden_size;
         let e = vb.pp("embeddings");
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);

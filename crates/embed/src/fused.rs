@@ -38,8 +38,37 @@ struct Layer {
     out_norm: Norm,
 }
 
+/// The word embeddings: f32 rows, or the 4-bit Q4_0 blocks a packed file keeps them in (a
+/// row widened when a token needs it, to the same f32 values: multilingual-e5-small's 250,037
+/// rows take 54 MB so, 384 MB in f32).
+pub(crate) enum WordTable {
+    F32(Vec<f32>),
+    Q4_0(Vec<u8>),
+}
+
+impl WordTable {
+    fn rows(&self, hidden: usize) -> usize {
+        match self {
+            WordTable::F32(values) => values.len() / hidden,
+            WordTable::Q4_0(blocks) => blocks.len() / crate::packed::q4_0_bytes(hidden),
+        }
+    }
+
+    /// Adds row `id` to `out`.
+    fn add_row(&self, id: usize, out: &mut [f32]) {
+        let h = out.len();
+        match self {
+            WordTable::F32(values) => out.iter_mut().zip(&values[id * h..][..h]).for_each(|(o, w)| *o += w),
+            WordTable::Q4_0(blocks) => {
+                let bytes = crate::packed::q4_0_bytes(h);
+                crate::packed::add_q4_0(&blocks[id * bytes..][..bytes], out);
+            }
+        }
+    }
+}
+
 pub struct FusedBert {
-    word: Vec<f32>,
+    word: WordTable,
     position: Vec<f32>,
     token_type: Vec<f32>,
     emb_norm: Norm,
@@ -93,7 +122,7 @@ impl FusedBert {
                 out_norm: norm(l.out_norm)?,
             });
         }
-        let word = values(parts.word.embeddings())?;
+        let word = WordTable::F32(values(parts.word.embeddings())?);
         let hidden = parts.word.embeddings().dims2()?.1;
         Ok(FusedBert {
             word,
@@ -105,6 +134,11 @@ impl FusedBert {
             heads: parts.heads,
             head_dim: parts.head_dim,
         })
+    }
+
+    /// The same model with its word embeddings kept as `table` (the same values).
+    pub(crate) fn with_word_table(self, table: WordTable) -> FusedBert {
+        FusedBert { word: table, ..self }
     }
 
     /// The last hidden state of each sequence: `sequences[i].len()` rows of `hidden` values;
@@ -123,15 +157,17 @@ impl FusedBert {
             starts.push(starts.last().unwrap() + s.len());
         }
         let rows = *starts.last().unwrap();
-        let vocab = self.word.len() / h;
+        let vocab = self.word.rows(h);
         let mut x = vec![0f32; rows * h];
         for (s, ids) in sequences.iter().enumerate() {
             for (j, &id) in ids.iter().enumerate() {
                 anyhow::ensure!((id as usize) < vocab, "token id {id} is outside the vocabulary");
                 let row = &mut x[(starts[s] + j) * h..][..h];
-                let (w, p) = (&self.word[id as usize * h..][..h], &self.position[j * h..][..h]);
+                self.word.add_row(id as usize, row);
+                let p = &self.position[j * h..][..h];
                 for d in 0..h {
-                    row[d] = w[d] + p[d] + self.token_type[d];
+                    // (word + position) + type, in that order: the same bits as always.
+                    row[d] = row[d] + p[d] + self.token_type[d];
                 }
             }
         }

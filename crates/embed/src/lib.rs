@@ -5,6 +5,7 @@
 
 mod bert;
 mod fused;
+mod packed;
 
 use std::path::PathBuf;
 
@@ -14,6 +15,7 @@ use serde::Deserialize;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 pub use bert::BertConfig;
+pub use packed::FILE_NAME as PACKED_FILE_NAME;
 
 /// How token vectors become one sentence vector; must match how the model was trained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +26,23 @@ pub enum Pooling {
 
 /// The query instruction bge-*-en-v1.5 models were trained with (not applied to passages).
 pub const BGE_QUERY_INSTRUCTION: &str = "Represent this sentence for searching relevant passages: ";
+
+/// What the e5 models were trained to read before a query and before a passage.
+const E5_PREFIXES: (&str, &str) = ("query: ", "passage: ");
+
+/// Whether `dir` holds an embedder Quire reads: a BERT folder's weights or a packed file.
+pub fn is_model_folder(dir: &std::path::Path) -> bool {
+    dir.join("model.safetensors").is_file() || packed::is_packed(&dir.join(packed::FILE_NAME))
+}
+
+/// Bytes the embedder's weights take once loaded: f32 in memory, whatever form the file keeps
+/// them in (0 when `dir` holds no model).
+pub fn weights_in_memory(dir: &std::path::Path) -> u64 {
+    match std::fs::metadata(dir.join("model.safetensors")) {
+        Ok(m) => m.len(),
+        Err(_) => packed::weights_in_memory(&dir.join(packed::FILE_NAME)).unwrap_or(0),
+    }
+}
 
 /// Which forward pass embeds: Quire's fused one with its dense layers in 8-bit integers (the
 /// default; where the CPU has no AVX-512 VNNI it runs in f32, as `Fused`), the fused one in
@@ -67,6 +86,7 @@ pub struct Embedder {
     tokenizer: Tokenizer,
     pooling: Pooling,
     query_prefix: String,
+    passage_prefix: String,
     dim: usize,
     max_tokens: usize,
     device: Device,
@@ -88,8 +108,10 @@ impl Embedder {
         Embedder::load_with(dir, ForwardPass::from_env())
     }
 
-    /// Loads a model folder. Pooling comes from `1_Pooling/config.json` when present, else from
-    /// the model's family (bge: CLS, others: mean).
+    /// Loads a model folder: a BERT checkpoint (config.json, model.safetensors, tokenizer.json)
+    /// or multilingual-e5-small packed in one file (`PACKED_FILE_NAME`). Pooling comes from
+    /// `1_Pooling/config.json` when present, else from the model's family (bge: CLS, others:
+    /// mean).
     pub fn load_with(dir: &std::path::Path, pass: ForwardPass) -> Result<Embedder> {
         let file = |name: &str| -> Result<PathBuf> {
             let p = dir.join(name);
@@ -98,6 +120,14 @@ impl Embedder {
             }
             Ok(p)
         };
+        let device = Device::Cpu;
+        let packed_file = dir.join(packed::FILE_NAME);
+        if !dir.join("config.json").is_file() && packed::is_packed(&packed_file) {
+            let packed = packed::load(&packed_file, &device)?;
+            let word_table = fused::WordTable::Q4_0(packed.word_blocks);
+            let parts = (packed.config, packed.model, packed.tokenizer, Some(word_table));
+            return Embedder::assemble(dir, parts, Pooling::Mean, E5_PREFIXES, pass);
+        }
         let config_text = std::fs::read_to_string(file("config.json")?)?;
         let config: BertConfig = serde_json::from_str(&config_text).context("config.json is not a BERT config")?;
         let family_hint =
@@ -115,10 +145,28 @@ impl Embedder {
             Err(_) if is_bge => Pooling::Cls,
             Err(_) => Pooling::Mean,
         };
-        let query_prefix = if is_bge && family_hint.contains("-en") { BGE_QUERY_INSTRUCTION } else { "" };
-
-        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
+        let prefixes = if family_hint.contains("e5-") {
+            E5_PREFIXES
+        } else if is_bge && family_hint.contains("-en") {
+            (BGE_QUERY_INSTRUCTION, "")
+        } else {
+            ("", "")
+        };
+        let tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
             .map_err(|e| anyhow::anyhow!("cannot read tokenizer.json: {e}"))?;
+        let model = bert::BertModel::load(&file("model.safetensors")?, &config, &device)?;
+        Embedder::assemble(dir, (config, model, tokenizer, None), pooling, prefixes, pass)
+    }
+
+    /// The embedder from a model read from its files (and, for the fused pass, the word
+    /// embeddings in the form the file keeps them, where that is smaller than f32).
+    fn assemble(
+        dir: &std::path::Path,
+        (config, model, mut tokenizer, word_table): (BertConfig, bert::BertModel, Tokenizer, Option<fused::WordTable>),
+        pooling: Pooling,
+        (query_prefix, passage_prefix): (&str, &str),
+        pass: ForwardPass,
+    ) -> Result<Embedder> {
         let max_tokens = config.max_position_embeddings.min(512);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: max_tokens, ..Default::default() }))
@@ -130,10 +178,13 @@ impl Embedder {
         }));
 
         let device = Device::Cpu;
-        let model = bert::BertModel::load(&file("model.safetensors")?, &config, &device)?;
         let forward = match pass {
             ForwardPass::FusedInt8 | ForwardPass::Fused => {
-                Forward::Fused(fused::FusedBert::from_model(&model, pass == ForwardPass::FusedInt8)?, pass)
+                let mut fused = fused::FusedBert::from_model(&model, pass == ForwardPass::FusedInt8)?;
+                if let Some(table) = word_table {
+                    fused = fused.with_word_table(table);
+                }
+                Forward::Fused(fused, pass)
             }
             ForwardPass::Candle => Forward::Candle(model),
         };
@@ -144,6 +195,7 @@ impl Embedder {
             tokenizer,
             pooling,
             query_prefix: query_prefix.into(),
+            passage_prefix: passage_prefix.into(),
             max_tokens,
             device,
             name,
@@ -186,6 +238,13 @@ impl Embedder {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
         let mut out = vec![Vec::new(); texts.len()];
+        let prefixed: Vec<String>;
+        let texts: Vec<&str> = if self.passage_prefix.is_empty() {
+            texts.to_vec()
+        } else {
+            prefixed = texts.iter().map(|t| format!("{}{t}", self.passage_prefix)).collect();
+            prefixed.iter().map(String::as_str).collect()
+        };
         for group in order.chunks(BATCH) {
             let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
             for (&i, v) in group.iter().zip(self.embed_batch(&batch)?) {

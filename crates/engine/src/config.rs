@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::{ForwardPass, Isolation, KeyAccess};
 
@@ -132,13 +132,25 @@ impl EngineConfig {
         (self.top_k * 800 + 300 + self.max_answer_tokens) as u32
     }
 
+    /// The embedder a new library is made with: the known model `QUIRE_EMBEDDER_MODEL` names
+    /// (`multilingual-e5-small` for documents in other languages than English), else
+    /// all-MiniLM-L6-v2. A library made already keeps its own (`library_embedder`).
+    pub fn new_library_embedder() -> Result<PathBuf> {
+        match std::env::var("QUIRE_EMBEDDER_MODEL") {
+            Ok(name) if !name.trim().is_empty() => quire_models::find(name.trim())
+                .with_context(|| "QUIRE_EMBEDDER_MODEL does not name a known model")?
+                .location(),
+            _ => quire_models::MINILM.location(),
+        }
+    }
+
     /// The default models and the knowledge base under Quire's home folder.
     pub fn from_home() -> Result<EngineConfig> {
         Ok(EngineConfig {
             loader: Some(Isolation::current_exe()?),
             ..EngineConfig::new(
                 collection_dir(&quire_models::quire_home()?, DEFAULT_COLLECTION)?,
-                quire_models::MINILM.location()?,
+                EngineConfig::new_library_embedder()?,
                 quire_models::QWEN_1_5B.location()?,
                 KeyAccess::from_env(),
             )

@@ -19,6 +19,7 @@ mod ingestion;
 mod jobs;
 mod keys;
 mod library;
+mod library_embedder;
 mod line_log;
 mod literals;
 pub mod memory;
@@ -109,7 +110,11 @@ impl Engine {
     /// Unlocks the collection's key (made on first use), loads the embedder and opens the
     /// knowledge base; the answer model loads on first use. Data an interrupted key rotation (or
     /// an older, unencrypted Quire) left is resealed before this returns.
-    pub async fn open(config: EngineConfig) -> Result<Engine> {
+    pub async fn open(mut config: EngineConfig) -> Result<Engine> {
+        let models_dir = quire_models::models_dir()?;
+        let made_before = KnowledgeBase::made_in(&config.data_dir);
+        config.embedder_dir =
+            library_embedder::for_library(&config.data_dir, &config.embedder_dir, made_before, &models_dir)?;
         if !models::installed(ModelUse::Embedder, &config.embedder_dir) {
             return Err(MissingModel::at(ModelUse::Embedder, &config.embedder_dir).into());
         }
@@ -122,6 +127,7 @@ impl Engine {
         let pass = config.embedder_pass;
         let embedder = tokio::task::spawn_blocking(move || Embedder::load_with(&dir, pass)).await??;
         let kb = KnowledgeBase::open(&config.data_dir, embedder.dim(), protection.clone()).await?;
+        library_embedder::record(&config.data_dir, &config.embedder_dir, &models_dir)?;
         let jobs = jobs::JobQueue::open(&config.data_dir, protection.clone())?;
         let pages_read = pages_read::PagesRead::open(&config.data_dir, protection)?;
         let engine = Engine {
@@ -171,6 +177,11 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// The name of the embedder the library's passages were embedded with (its folder's name).
+    pub fn embedder_name(&self) -> &str {
+        self.embedder.name()
     }
 
     /// The embedder, for the benchmarks and tests (the front ends ask through the engine).

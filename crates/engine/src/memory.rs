@@ -147,9 +147,9 @@ pub fn peak_rss_bytes() -> Option<u64> {
     }
 }
 
-/// Resident bytes of a BERT embedder: its f32 safetensors are copied into memory as they are.
+/// Resident bytes of a BERT embedder: its weights are held in f32 (a packed file's 4-bit ones too).
 pub fn embedder_bytes(dir: &Path) -> u64 {
-    std::fs::metadata(dir.join("model.safetensors")).map(|m| m.len()).unwrap_or(0)
+    quire_embed::weights_in_memory(dir)
 }
 
 /// Bytes of a folder's files, recursively.

@@ -154,7 +154,7 @@ impl MissingModel {
 /// others one GGUF file.
 pub(crate) fn installed(used_as: ModelUse, path: &Path) -> bool {
     match used_as {
-        ModelUse::Embedder => path.join("model.safetensors").is_file(),
+        ModelUse::Embedder => quire_embed::is_model_folder(path),
         ModelUse::Answer | ModelUse::Draft => path.is_file(),
     }
 }

@@ -157,6 +157,11 @@ impl KnowledgeBase {
         .await
     }
 
+    /// Whether a knowledge base was made in `dir` (its chunks' table is there). Reads nothing.
+    pub fn made_in(dir: &Path) -> bool {
+        dir.join(format!("{CHUNKS}.lance")).exists()
+    }
+
     /// Whether the knowledge base in `dir` holds data sealed under some key: a document row
     /// that records its key (not "plain": stored without encryption). Reads only (creates
     /// nothing), for a folder whose key manifest is missing: such a folder must not get a new key.

