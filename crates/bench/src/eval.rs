@@ -229,11 +229,13 @@ async fn answers(args: AnswersArgs) -> Result<()> {
     let engine = open_with_documents(config, &cases, args.docs.as_deref(), temp.path()).await?;
     check_gold_passages(&engine, &cases).await?;
 
-    // Retrieval at page level: a passage is relevant when it lies on a gold page.
-    println!("\nretrieval (a hit is a passage on a gold page)");
+    // Retrieval at page level: a passage is relevant when it lies on a gold page. A question
+    // the documents do not answer has no gold passage (its document is only the nearest one).
+    let answerable: Vec<&AnswerCase> = cases.iter().filter(|c| !c.unanswerable).collect();
+    println!("\nretrieval ({} answerable questions; a hit is a passage on a gold page)", answerable.len());
     println!("{:<26} {:>7} {:>7} {:>7} {:>7} {:>8}", "mode", "hit@1", "hit@3", "hit@5", "hit@10", "MRR@10");
     let mut table: Vec<(String, Vec<[f64; 5]>)> = Vec::new();
-    for case in &cases {
+    for case in answerable {
         let c = candidates(&engine, &case.question, hybrid_pool(10)).await?;
         let mut ranked = rankings(&c, 10);
         // The order the passages shown are taken from: the default fusion, the question's
