@@ -35,8 +35,8 @@ pub fn is_model_folder(dir: &std::path::Path) -> bool {
     dir.join("model.safetensors").is_file() || packed::is_packed(&dir.join(packed::FILE_NAME))
 }
 
-/// Bytes the embedder's weights take once loaded: f32 in memory, whatever form the file keeps
-/// them in (0 when `dir` holds no model).
+/// Bytes the embedder's weights take once loaded: f32, but for a packed file's word table,
+/// kept in its 4-bit blocks (0 when `dir` holds no model).
 pub fn weights_in_memory(dir: &std::path::Path) -> u64 {
     match std::fs::metadata(dir.join("model.safetensors")) {
         Ok(m) => m.len(),

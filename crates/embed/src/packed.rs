@@ -42,18 +42,43 @@ pub fn is_packed(file: &Path) -> bool {
     std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == MAGIC
 }
 
-/// The f32 bytes of the weights a packed file describes, from its header alone.
-pub(crate) fn weights_in_memory(file: &Path) -> Result<u64> {
-    use std::io::Read;
-    let mut header = [0u8; 36];
-    std::fs::File::open(file)?.read_exact(&mut header)?;
-    let mut r = Reader { bytes: &header, at: 0 };
+/// The sizes a packed file's header gives, after its magic and version.
+struct Header {
+    hidden: usize,
+    layers: usize,
+    heads: usize,
+    intermediate: usize,
+    vocab: usize,
+    positions: usize,
+    types: usize,
+}
+
+fn header(r: &mut Reader) -> Result<Header> {
     ensure!(r.take(4)? == MAGIC, "no E5S1 magic");
     let _version = r.u32()?;
-    let [h, layers, _heads, ff, vocab, positions, types] = [(); 7].map(|_| r.i32().map(|v| v.max(0) as u64));
-    let (h, ff) = (h?, ff?);
+    let mut size = || r.i32().and_then(count);
+    Ok(Header {
+        hidden: size()?,
+        layers: size()?,
+        heads: size()?,
+        intermediate: size()?,
+        vocab: size()?,
+        positions: size()?,
+        types: size()?,
+    })
+}
+
+/// The bytes of the weights a packed file describes once loaded, from its header alone: the
+/// word table in Q4_0 as the fused pass keeps it, the rest in f32.
+pub(crate) fn weights_in_memory(file: &Path) -> Result<u64> {
+    use std::io::Read;
+    let mut bytes = [0u8; 36];
+    std::fs::File::open(file)?.read_exact(&mut bytes)?;
+    let Header { hidden: h, layers, intermediate: ff, vocab, positions, types, .. } =
+        header(&mut Reader { bytes: &bytes, at: 0 })?;
     let layer = 4 * (h * h + h) + 2 * h * ff + ff + h + 4 * h;
-    Ok(4 * ((vocab? + positions? + types? + 2) * h + layers? * layer))
+    let f32_weights = (positions + types + 2) * h + layers * layer;
+    Ok((4 * f32_weights + vocab * q4_0_bytes(h)) as u64)
 }
 
 pub(crate) fn load(file: &Path, device: &Device) -> Result<Packed> {
@@ -65,12 +90,7 @@ pub(crate) fn load(file: &Path, device: &Device) -> Result<Packed> {
 
 fn parse(bytes: &[u8], device: &Device) -> Result<Packed> {
     let mut r = Reader { bytes, at: 0 };
-    ensure!(r.take(4)? == MAGIC, "no E5S1 magic");
-    let _version = r.u32()?;
-    let [hidden, layers, heads, intermediate, vocab, positions, types] = [(); 7].map(|_| r.i32());
-    let (hidden, layers, heads) = (count(hidden?)?, count(layers?)?, count(heads?)?);
-    let (intermediate, vocab, positions, types) =
-        (count(intermediate?)?, count(vocab?)?, count(positions?)?, count(types?)?);
+    let Header { hidden, layers, heads, intermediate, vocab, positions, types } = header(&mut r)?;
     let eps = r.f32()?;
     ensure!(r.i32()? == BLOCK as i32, "only Q4_0 blocks of 32 weights are known");
     ensure!(

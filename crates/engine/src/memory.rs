@@ -147,7 +147,7 @@ pub fn peak_rss_bytes() -> Option<u64> {
     }
 }
 
-/// Resident bytes of a BERT embedder: its weights are held in f32 (a packed file's 4-bit ones too).
+/// Resident bytes of a BERT embedder's weights (`quire_embed::weights_in_memory`).
 pub fn embedder_bytes(dir: &Path) -> u64 {
     quire_embed::weights_in_memory(dir)
 }
