@@ -378,3 +378,47 @@ fn a_multilingual_library_finds_across_languages_and_keeps_its_embedder() {
         assert!(found.starts_with("1. ") && found.lines().next().unwrap().contains(note), "{question}: {found}");
     }
 }
+
+/// Issue 58, item 3, on the default answer model: a German question over a German note is
+/// answered in German, quoting the note word for word, and a German question the note does not
+/// answer is declined in German; the same note asked in English answers in English.
+#[test]
+#[ignore = "full tier (scripts/test.sh --full): the default answer model"]
+fn an_answer_and_a_decline_come_in_the_questions_language() {
+    let home = QuireHome::new(QUIRE);
+    let model = quire_testkit::model(&quire_models::QWEN_1_5B);
+    let docs = tempfile::tempdir().unwrap();
+    let note = "# Heizung\n\nDie Heizungsanlage im Keller wurde am 12. März 2024 von der Firma Berger \
+                gewartet. Der nächste Wartungstermin ist im Oktober. Der Heizkessel verbraucht im \
+                Winter etwa 1800 Liter Heizöl.\n";
+    std::fs::write(docs.path().join("heizung.md"), note).unwrap();
+    assert!(home.quire(&["ingest", docs.path().to_str().unwrap()]).status.success());
+    let ask = |question: &str| -> Value {
+        let out = home.quire(&["ask", "--json", "--model", model.to_str().unwrap(), question]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let language = |text: &str| quire_engine::language_of(text).and_then(quire_engine::Language::app_code);
+
+    let answer = ask("Von welcher Firma und wann wurde die Heizungsanlage gewartet?");
+    let said = answer["text"].as_str().unwrap();
+    assert!(answer["declined"].is_null(), "answered: {answer}");
+    assert!(said.contains("Berger"), "{said}");
+    eprintln!("German question, answer: {said}");
+    assert_eq!(language(said), Some("de"), "answered in German: {said}");
+    let raw: Value = serde_json::from_str(answer["raw"].as_str().unwrap()).unwrap();
+    for citation in raw["citations"].as_array().unwrap() {
+        let quote = citation["quote"].as_str().unwrap();
+        assert!(note.contains(quote), "quoted word for word from the German note: {quote}");
+    }
+
+    let declined = ask("Welche Farbe hat der Heizkessel im Keller?");
+    assert!(!declined["declined"].is_null(), "the note does not say: {declined}");
+    let said = declined["text"].as_str().unwrap();
+    assert!(said.starts_with("Ihre Dokumente sagen dazu nichts."), "declined in German: {said}");
+
+    let english = ask("How much heating oil does the boiler use in winter, and when is its next service?");
+    let said = english["text"].as_str().unwrap();
+    assert!(english["declined"].is_null() && said.contains("1800"), "{english}");
+    assert_eq!(language(said), Some("en"), "answered in English: {said}");
+}

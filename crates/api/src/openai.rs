@@ -67,7 +67,9 @@ fn content(answer: &Answer) -> String {
 pub(crate) fn stream_tail(answer: &Answer, streamed: &str) -> String {
     match &answer.declined {
         None => format!("\n\n{}", sources_text(answer)),
-        Some(d) => quire_engine::rest_of_decline(&answer.text, d.unsupported_answer.is_some(), streamed),
+        Some(d) => {
+            quire_engine::rest_of_decline(&answer.question, &answer.text, d.unsupported_answer.is_some(), streamed)
+        }
     }
 }
 

@@ -359,6 +359,13 @@ async fn answers(args: AnswersArgs) -> Result<()> {
             );
         }
     }
+    if summary.language_told > 0 {
+        println!(
+            "in the question's language         {} of {} replies whose language tells",
+            pct(summary.in_question_language),
+            summary.language_told
+        );
+    }
     println!("mean time to first token           {:.1} s", summary.mean_time_to_first_token_s);
     println!("mean first word from the question  {:.1} s", summary.mean_first_word_s);
     println!("mean decode speed                  {:.1} tokens/s", summary.mean_decode_tokens_per_s);
@@ -484,6 +491,7 @@ async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
                 confidence: answer.confidence,
                 shown: answer.sources.iter().map(|s| s.text.clone()).collect(),
                 tokens: token_pieces(&answer.raw, &answer.token_probabilities),
+                in_question_language: in_question_language(&answer),
             }
         }
         Err(e) => AnswerOutcome {
@@ -500,6 +508,19 @@ async fn ask_one(engine: &Engine, case: &AnswerCase) -> AnswerOutcome {
             confidence: None,
             shown: Vec::new(),
             tokens: Vec::new(),
+            in_question_language: None,
         },
     }
+}
+
+/// Whether `answer`'s reply is in its question's language: the answer, or a decline's own
+/// first sentence (what the documents say nearby is quoted in theirs). None when either's
+/// language cannot be told.
+fn in_question_language(answer: &quire_engine::Answer) -> Option<bool> {
+    let reply = match &answer.declined {
+        Some(declined) => answer.text.strip_suffix(declined.about.as_str()).unwrap_or(&answer.text),
+        None => &answer.text,
+    };
+    let asked = quire_engine::language_of(&answer.question)?;
+    Some(quire_engine::language_of(reply)? == asked)
 }

@@ -709,7 +709,12 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
             // What streamed was the decline's first sentence, or an answer then withdrawn.
             println!(
                 "{}",
-                quire_engine::rest_of_decline(&answer.text, declined.unsupported_answer.is_some(), &streamed)
+                quire_engine::rest_of_decline(
+                    &answer.question,
+                    &answer.text,
+                    declined.unsupported_answer.is_some(),
+                    &streamed
+                )
             );
             println!();
             println!("Passages read:");

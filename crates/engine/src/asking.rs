@@ -102,7 +102,9 @@ impl Engine {
         let unmentioned = self.unmentioned(question, &hits).await?;
         let request = self.answer_request_following(earlier, question, &hits, &unmentioned);
         let prompt_building = building.elapsed();
-        let mut text_stream = answer::AnswerTextStream::default();
+        // Quire's own words (a decline, a "no") in the question's language.
+        let words = answer::language_of(question).map_or(answer::Words::english(), answer::Language::words);
+        let mut text_stream = answer::AnswerTextStream::new(words);
         let mut first_word = None;
         let generated = llm
             .generate_detailed(
@@ -138,11 +140,13 @@ impl Engine {
         let terms = |text: &str| self.kb.blind_terms(text);
         // A decline, the model's or the engine's, cites nothing and says what the documents say
         // nearest the question.
-        let nearby =
-            || answer::nearest_sentence(question, &sources, terms).unwrap_or_else(|| answer::about_sources(&sources));
+        let nearby = || {
+            answer::nearest_sentence(question, &sources, terms, words)
+                .unwrap_or_else(|| answer::about_sources(&sources, words))
+        };
         let declined = |unsupported_answer: Option<String>| {
             let about = nearby();
-            (answer::declined_text(&about), Some(Declined { about, unsupported_answer }), Vec::new())
+            (answer::declined_text(words, &about), Some(Declined { about, unsupported_answer }), Vec::new())
         };
         let (text, declined, citations) = match raw {
             answer::RawReply::Declined { .. } => declined(None),
@@ -154,7 +158,7 @@ impl Engine {
                 let cited = answer::cite(&raw, question, &sources, &hits, terms)?;
                 // A "yes" its own quotes contradict is answered "No." on them, before any other check.
                 let reversed = match self.config.declines {
-                    true => answer::reversed_yes(question, &raw.answer, &cited),
+                    true => answer::contradicted_yes(question, &raw.answer, &cited).then_some(words.no),
                     false => None,
                 };
                 let kept = match self.config.declines {

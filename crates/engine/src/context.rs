@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 use quire_index::SearchHit;
 
-use crate::answer::{quotable_spans, source_label};
+use crate::answer::{self, quotable_spans, source_label};
 
 /// Past this many times the budget shown of one passage over a run of follow-ups, the next
 /// question is focused afresh (a shorter prompt beats a longer kept one).
@@ -159,6 +159,8 @@ impl Context {
         if !unmentioned.is_empty() {
             out.push_str(&format!("None of the sources mentions: {}.\n", unmentioned.join(", ")));
         }
+        // The answer in the question's language, its quotes in their source's.
+        out.push_str(&answer::answer_language_line(answer::language_of(question)));
         out.push_str(&format!("Question: {question}"));
         out
     }

@@ -42,7 +42,7 @@ pub use quire_index::quiet_caught_panics;
 use quire_index::KnowledgeBase;
 use quire_llm::Llm;
 
-pub use answer::{rest_of_decline, RawAnswer};
+pub use answer::{language_of, rest_of_decline, Language, RawAnswer};
 pub use asking::{check_question, EmptyLibrary, QuestionTooLong, MAX_QUESTION_CHARS};
 pub use config::{
     collection_dir, collections, EngineConfig, DEFAULT_COLLECTION, DEFAULT_FOCUS_TOKENS, DEFAULT_MAX_ANSWER_TOKENS,

@@ -11,11 +11,23 @@ use crate::SearchHit;
 const SYMBOL_MARKS: &[char] =
     &['\\', '$', '@', '%', '^', '&', '*', '=', '+', '|', '<', '>', '~', '#', '/', '_', ':', '!', '{', '}', '[', ']'];
 
+/// Punctuation of Chinese and Japanese text, which no literal symbol holds.
+const FULL_WIDTH_MARKS: &[char] =
+    &['？', '！', '、', '，', '。', '：', '；', '「', '」', '『', '』', '（', '）', '【', '】'];
+
+/// The words of `text` written in a script that spaces its words: Chinese and Japanese do not,
+/// so their letters and full-width punctuation part a word from what it is written against
+/// ("$HOME変数は？" holds `$HOME`, "rsnapshotは" `rsnapshot`), and are no words themselves.
+pub fn spaced_words(text: &str) -> impl Iterator<Item = &str> {
+    let apart = |c: char| c.is_whitespace() || quire_index::terms::is_cjk(c) || FULL_WIDTH_MARKS.contains(&c);
+    text.split(apart).filter(|w| !w.is_empty())
+}
+
 /// The literal symbols of `question`, in its order, each once: words holding one of
 /// `SYMBOL_MARKS` (the question's own closing punctuation aside), or options (`-F`, `--bytes`).
 pub fn literals(question: &str) -> Vec<&str> {
     let mut found: Vec<&str> = Vec::new();
-    for word in question.split_whitespace() {
+    for word in spaced_words(question) {
         // Quotes and brackets around a word, and the sentence's own punctuation after it, are
         // not the word's ("`$!`?" is `$!`), but a literal may end in `!` or `.`: `$!`, `..`.
         let wrapping = |c: char| matches!(c, '"' | '\'' | '‘' | '’' | '“' | '”' | '`' | '(' | ')' | ',');
@@ -97,6 +109,13 @@ pub(crate) mod tests {
         assert_eq!(literals("Which short option of ls corresponds to the long option --classify?"), ["--classify"]);
         assert_eq!(literals("What is `$HOME` set to, and what is (\\$)?"), ["$HOME", "\\$"]);
         assert_eq!(literals("Does ls -F mark directories?"), ["-F"]);
+        // Written against Japanese or Chinese without a space.
+        assert_eq!(
+            spaced_words("rsnapshotは何世代？ dirvish 的 vault").collect::<Vec<_>>(),
+            ["rsnapshot", "dirvish", "vault"]
+        );
+        assert_eq!(literals("$HOME変数は何に設定されますか？"), ["$HOME"]);
+        assert_eq!(literals("ls 的 -F 选项（--classify）有什么用？"), ["-F", "--classify"]);
         assert_eq!(literals("Where is HISTFILE_SIZE read? And HISTFILE_SIZE again?"), ["HISTFILE_SIZE"]);
         // Prose: hyphenated words, a 24-hour clock, a word before a colon or a cry.
         assert!(literals("Which prompt escape shows the time in 24-hour format?").is_empty());

@@ -90,8 +90,22 @@ impl Engine {
         // Each word read in the question's language too: "Heizungsanlagen" is held by a passage
         // that says "Heizungsanlage".
         let language = quire_index::terms::stemming_language(question);
-        for word in question.split_whitespace() {
+        // Over passages in another language than the question's (an English question, a German
+        // book) its ordinary words are missing for their language, not for their subject: only
+        // the words that read the same in every language (5900, /etc/skel) and names written
+        // with a capital inside (VNC, IPsec) are looked for.
+        let across = crate::answer::language_of(question).is_some_and(|asked| {
+            crate::answer::mostly_in_another_language(asked, hits.iter().map(|h| h.text.as_str()))
+        });
+        // Chinese and Japanese runs are left out: without a dictionary they part into no words,
+        // and a pair of their letters no document holds says nothing of what the sources cover.
+        for word in crate::literals::spaced_words(question) {
             let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+            let named =
+                crate::answer::reads_the_same_in_every_language(word) || word.chars().skip(1).any(char::is_uppercase);
+            if across && !named {
+                continue;
+            }
             let terms = self.kb.blind_terms_in(word, language);
             if terms.is_empty()
                 || language.is_some_and(|language| self.kb.is_stop_word(word, language))

@@ -261,6 +261,12 @@ async fn words_of_a_german_question_are_held_in_any_form_a_passage_says_them() {
     // German documents holds them.)
     assert!(unmentioned.iter().any(|w| w == "Solaranlage"), "{unmentioned:?}");
     assert!(!unmentioned.iter().any(|w| w == "Heizungsanlagen" || w == "gewartet" || w == "und"), "{unmentioned:?}");
+    // A name written against Japanese without a space is a word of its own; the Japanese
+    // letters, which part into no words without a dictionary, are named as none. (Over these
+    // notes in other languages, only names that read the same in every language are looked for.)
+    let question = "PV-Anlageは何年に点検されますか？";
+    let hits = engine.retrieve(question).await.unwrap();
+    assert_eq!(engine.unmentioned(question, &hits).await.unwrap(), ["PV-Anlage"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]

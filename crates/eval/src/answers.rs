@@ -145,6 +145,10 @@ pub struct AnswerOutcome {
     /// with: what a measure of how sure the model was can be computed again from.
     #[serde(default)]
     pub tokens: Vec<(String, f32)>,
+    /// The reply (an answer, or a decline's own first sentence) is in the question's language;
+    /// None when one of the two cannot be told (a bare command name, a question of one word).
+    #[serde(default)]
+    pub in_question_language: Option<bool>,
 }
 
 /// The per-question verdicts the report counts.
@@ -206,9 +210,30 @@ pub fn says(text: &str, fact: &str) -> bool {
     })
 }
 
-/// Lower-cased runs of letters and digits.
+/// Lower-cased runs of letters and digits; a run of Chinese or Japanese, which do not space
+/// words, as its overlapping pairs of characters (as keyword search reads it), so "五年寿命"
+/// holds "五年".
 fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).flat_map(|w| {
+        let mut out = Vec::new();
+        let chars: Vec<char> = w.chars().collect();
+        // Runs of one script or the other: "cron唤起该命令" is "cron" and 唤起 起该 该命 命令.
+        for run in chars.chunk_by(|a, b| is_unspaced(*a) == is_unspaced(*b)) {
+            if !is_unspaced(run[0]) {
+                out.push(run.iter().collect::<String>().to_lowercase());
+            } else if run.len() == 1 {
+                out.push(run[0].to_string());
+            } else {
+                out.extend(run.windows(2).map(|pair| pair.iter().collect::<String>()));
+            }
+        }
+        out
+    })
+}
+
+/// Han and kana (the judge reads words as pairs in these scripts).
+fn is_unspaced(c: char) -> bool {
+    matches!(c, '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}')
 }
 
 /// Words that carry no claim of their own.
@@ -227,7 +252,7 @@ pub fn key_terms(answer: &str, question: &str) -> Vec<String> {
     let asked: std::collections::HashSet<String> = words(question).map(|w| stem(&w)).collect();
     let mut terms: Vec<String> = words(answer)
         .filter(|w| !asked.contains(&stem(w)) && !STOP_WORDS.contains(&w.as_str()))
-        .filter(|w| w.chars().count() >= 3 || w.chars().any(|c| c.is_ascii_digit()))
+        .filter(|w| w.chars().count() >= 3 || w.chars().any(|c| c.is_ascii_digit() || is_unspaced(c)))
         .collect();
     terms.dedup();
     terms
@@ -292,6 +317,10 @@ pub struct AnswerReport {
     pub with_facts: usize,
     pub right_fact: f64,
     pub right_fact_and_gold_page: f64,
+    /// Of the replies whose language can be told (`language_told` of them), the share in the
+    /// question's language.
+    pub language_told: usize,
+    pub in_question_language: f64,
     pub mean_time_to_first_token_s: f64,
     pub mean_first_word_s: f64,
     pub mean_decode_tokens_per_s: f64,
@@ -320,6 +349,7 @@ pub fn report(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Answe
     let unanswerable = rows(&|(c, _, _)| c.unanswerable);
     let answered = rows(&|(_, _, v)| v.parsed && !v.declined);
     let with_facts = rows(&|(c, _, _)| !c.unanswerable && !c.facts.is_empty());
+    let language_told = rows(&|(_, o, _)| o.in_question_language.is_some());
     AnswerReport {
         questions: all.len(),
         answerable: answerable.len(),
@@ -338,6 +368,8 @@ pub fn report(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Answe
         with_facts: with_facts.len(),
         right_fact: share(&with_facts, &|(_, _, v)| v.right_fact),
         right_fact_and_gold_page: share(&with_facts, &|(_, _, v)| v.right_fact && v.cites_gold_page),
+        language_told: language_told.len(),
+        in_question_language: share(&language_told, &|(_, o, _)| o.in_question_language == Some(true)),
         mean_time_to_first_token_s: mean(&all, &|(_, o, _)| o.time_to_first_token_s),
         mean_first_word_s: mean(&all, &|(_, o, _)| o.first_word_s),
         mean_decode_tokens_per_s: mean(&all, &|(_, o, _)| o.decode_tokens_per_s),
@@ -423,6 +455,7 @@ mod tests {
             confidence: None,
             shown: Vec::new(),
             tokens: Vec::new(),
+            in_question_language: Some(true),
         }
     }
 
@@ -488,7 +521,9 @@ mod tests {
             AnswerOutcome { declined: true, answer: Some("Your documents don't say.".into()), ..outcome(vec![]) };
         let unanswerable = AnswerCase { unanswerable: true, answer: String::new(), ..case("a.pdf", &[]) };
         let cases = [&c, &c, &c, &c, &c, &unanswerable, &unanswerable];
-        let outcomes = [hit.clone(), miss.clone(), miss, hit, declined.clone(), declined, outcome(vec![])];
+        let untold = AnswerOutcome { in_question_language: None, ..miss.clone() };
+        let other_language = AnswerOutcome { in_question_language: Some(false), ..hit.clone() };
+        let outcomes = [hit, miss, untold, other_language, declined.clone(), declined, outcome(vec![])];
         let rows: Vec<_> = cases
             .into_iter()
             .zip(outcomes)
@@ -507,6 +542,9 @@ mod tests {
         assert_eq!(r.parsed, 1.0);
         assert_eq!(r.mean_time_to_first_token_s, 2.0);
         assert_eq!(r.mean_first_word_s, 2.5);
+        // The language over the replies it can be told of.
+        assert_eq!(r.language_told, 6);
+        assert_eq!(r.in_question_language, 5.0 / 6.0);
     }
 
     #[test]
@@ -515,6 +553,10 @@ mod tests {
         assert_eq!(terms, ["2", "5x"]);
         assert!(supports("ssearch36 is only 2 - 5X slower than fasta36", &terms));
         assert!(!supports("The remaining data is set by default to zero.", &terms));
+        // Chinese and Japanese are read in pairs of characters.
+        let terms = key_terms("每个稳定版预计有五年寿命", "Debian 稳定版预计会获得多长时间的支持？");
+        assert!(supports("旧稳定版与老旧稳定版状态 每个稳定版预计有五年寿命，每二年发行新的稳定版", &terms));
+        assert!(!supports("新的稳定版发布时，前个版本就变成旧稳定版", &terms));
         // Words are matched by their first five characters: inflections count.
         assert!(supports("sudo port install gmp", &key_terms("It is installed by MacPorts", "How?")));
         // A question's word in another form is the question's, not a term the answer adds.

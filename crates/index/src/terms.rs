@@ -94,7 +94,7 @@ fn push_pairs(out: &mut String, run: &[char]) {
 
 /// Characters of scripts written without spaces between words (Han, kana, Hangul syllables).
 /// The katakana middle dot (・) and the ideographic punctuation are separators, not letters.
-fn is_cjk(c: char) -> bool {
+pub fn is_cjk(c: char) -> bool {
     matches!(c,
         '\u{3040}'..='\u{309F}'            // hiragana
         | '\u{30A0}'..='\u{30FA}'          // katakana (before the middle dot)

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 
 use quire_llm::TokenProbability;
 
+use super::language::{language_of, reads_the_same_in_every_language};
 use super::stream::answer_span;
 use crate::Citation;
 
@@ -67,6 +68,12 @@ pub fn supported(
 ) -> Option<Vec<Citation>> {
     let backing = supporting(question, answer, unmentioned, cited.clone(), &terms);
     let read_from_passages = || {
+        if across_languages(question, answer, &cited) {
+            // Words in another language than the passages' cannot be found in them; what reads
+            // the same in every language (a number, a path, a command) can.
+            let shown = passages.join("\n").to_lowercase();
+            return neutral_words(answer).iter().all(|w| shown.contains(w.as_str()));
+        }
         let added = added_terms(question, answer, &terms);
         let shown: HashSet<String> = passages.iter().flat_map(|p| term_set(p, &terms)).collect();
         2 * added.iter().filter(|t| shown.contains(*t)).count() >= added.len()
@@ -81,34 +88,36 @@ pub fn supported(
     kept.filter(|citations| !contradicted_yes(question, answer, citations))
 }
 
-/// What a "yes" becomes when every quote the model gave for it says "not" to a question put
-/// without one (`contradicted_yes`): the answer its own evidence gives. Shown with those quotes,
-/// the first under it.
-pub const REVERSED_YES: &str = "No.";
-
-/// `REVERSED_YES` when `answer` is a "yes" its quotes (`cited`) contradict, else None. "Does
-/// going back from unstable to stable work? Yes", quoting "it is not supported", is answered
-/// "No." on that quote: on the first manuals set (studied) each of the five such answers was to
-/// a question whose right answer is "no" (BENCHMARKS.md, "Answers you can rely on, second
-/// round"), where withdrawing it told the person only that the documents do not say.
-pub fn reversed_yes(question: &str, answer: &str, cited: &[Citation]) -> Option<&'static str> {
-    contradicted_yes(question, answer, cited).then_some(REVERSED_YES)
-}
-
 /// Whether `answer` says yes to a question put without a negation while every quote it rests on
 /// says "not": "Does t.test() assume equal variances? Yes", quoting "By default the R function
-/// does not assume equality of variances", is contradicted by its own evidence.
-fn contradicted_yes(question: &str, answer: &str, citations: &[Citation]) -> bool {
-    let says_yes =
-        answer.trim_start().split(|c: char| !c.is_alphanumeric()).next().is_some_and(|w| w.eq_ignore_ascii_case("yes"));
-    says_yes && !negates(question) && !citations.is_empty() && citations.iter().all(|c| negates(&c.quote))
+/// does not assume equality of variances", is contradicted by its own evidence. Such a "yes" is
+/// answered "no" (`Words::no`, in the question's language) on those quotes, the first under it:
+/// on the first manuals set (studied) each of the five such answers was to a question whose
+/// right answer is "no" (BENCHMARKS.md, "Answers you can rely on, second round"), where
+/// withdrawing it told the person only that the documents do not say.
+pub fn contradicted_yes(question: &str, answer: &str, citations: &[Citation]) -> bool {
+    const YES: [&str; 8] = ["yes", "ja", "oui", "sí", "si", "はい", "是", "是的"];
+    let first = answer.trim_start().split(|c: char| !c.is_alphanumeric()).next().unwrap_or("").to_lowercase();
+    YES.contains(&first.as_str())
+        && !negates(question)
+        && !citations.is_empty()
+        && citations.iter().all(|c| negates(&c.quote))
 }
 
 /// Whether `text` holds a word that negates what it says.
+/// (Words of English, German, French and Spanish; in Japanese and Chinese, which do not space
+/// words, the forms that negate wherever they stand.)
 fn negates(text: &str) -> bool {
-    const NEGATIONS: [&str; 7] = ["not", "never", "cannot", "neither", "nor", "no", "without"];
+    const NEGATIONS: [&str; 26] = [
+        "not", "never", "cannot", "neither", "nor", "no", "without", "nicht", "kein", "keine", "keinen", "keiner",
+        "nie", "niemals", "ohne", "ne", "pas", "jamais", "sans", "aucun", "aucune", "nunca", "sin", "ningún",
+        "ninguna", "jamás",
+    ];
+    const UNSPACED: [&str; 6] = ["ない", "ません", "不", "没有", "无法", "未"];
     let text = text.to_lowercase().replace('’', "'");
-    text.contains("n't ") || text.split(|c: char| !c.is_alphanumeric()).any(|w| NEGATIONS.contains(&w))
+    text.contains("n't ")
+        || text.split(|c: char| !c.is_alphanumeric()).any(|w| NEGATIONS.contains(&w))
+        || UNSPACED.iter().any(|n| text.contains(n))
 }
 
 /// Whether the question names something no document holds (`unmentioned`) and the answer is a
@@ -125,6 +134,27 @@ fn about_the_unmentioned(
             || term_set(answer, terms).intersection(&unheld).next().is_some())
 }
 
+/// Whether `answer` is in the question's language (or too short to tell) and every quote it
+/// gives in another (each told by `language_of`): an answer over passages in another language than the question's (an
+/// English question over a German book), which shares no words with them but names and numbers.
+fn across_languages(question: &str, answer: &str, cited: &[Citation]) -> bool {
+    let Some(asked) = language_of(question) else { return false };
+    language_of(answer).is_none_or(|said| said == asked)
+        && !cited.is_empty()
+        && cited.iter().all(|c| language_of(&c.quote).is_some_and(|quoted| quoted != asked))
+}
+
+/// The words of `answer` that read the same in every language, lower-cased: those holding a
+/// digit or a sign inside them (5900, /etc/skel, dpkg-reconfigure, release_signscript).
+fn neutral_words(answer: &str) -> Vec<String> {
+    answer
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '"' | '“' | '”' | '«' | '»' | '`'))
+        .map(|w| w.trim_end_matches(['.', ':', '!', '?']).trim_start_matches(['.', ':']))
+        .filter(|w| reads_the_same_in_every_language(w))
+        .map(str::to_lowercase)
+        .collect()
+}
+
 /// What `answer` adds to `question`, as search terms (`terms`: the index's analyser, which
 /// blinds terms in an encrypted collection): its terms the question does not hold, less the
 /// words that say whether rather than what ("yes", "no"), which no passage need hold.
@@ -134,7 +164,7 @@ pub(super) fn added_terms(question: &str, answer: &str, terms: &impl Fn(&str) ->
 }
 
 /// The words that say whether rather than what: an answer of only these is a bare yes or no.
-pub(super) const YES_OR_NO: &str = "yes no true false";
+pub(super) const YES_OR_NO: &str = "yes no true false ja nein oui non sí si はい いいえ 是 否";
 
 /// Whether `quoted` holds at least half of the question's terms `asked` (at least one): what
 /// a quote must hold to support a bare yes or no.
@@ -231,6 +261,30 @@ mod tests {
         supported(q, answer, unmentioned, confidence, &[passage], cited, terms)
     }
 
+    /// An English answer over a German passage shares no words with it: it is given when the
+    /// model was sure and what reads the same in every language (a number, a path) is in the
+    /// passages; an invented number is withdrawn.
+    #[test]
+    fn an_answer_in_another_language_than_its_passage_is_held_to_its_names_and_numbers() {
+        let passages = ["Der Daemon prüft jede halbe Stunde das Verzeichnis incoming/ auf neue Pakete. \
+            Er lauscht auf Port 5900."];
+        let cite = || vec![cited("Der Daemon prüft jede halbe Stunde das Verzeichnis incoming/ auf neue Pakete.")];
+        let sure = Some(-0.3);
+        let q = "How often does the daemon look for new packages?";
+        let given =
+            supported(q, "It checks the incoming/ directory every half hour.", &[], sure, &passages, cite(), words);
+        assert!(given.is_some());
+        let q = "Which port does the daemon listen on?";
+        assert!(supported(q, "The daemon listens on port 5900.", &[], sure, &passages, cite(), words).is_some());
+        assert_eq!(supported(q, "The daemon listens on port 8080.", &[], sure, &passages, cite(), words), None);
+        // Unsure, it is withdrawn as in one language.
+        let q = "How often does the daemon look for new packages?";
+        assert_eq!(supported(q, "It checks every half hour.", &[], Some(-1.5), &passages, cite(), words), None);
+        // In the passage's own language the terms decide, as before.
+        let q = "Wie oft prüft der Daemon das Verzeichnis?";
+        assert_eq!(supported(q, "Er prüft monatlich.", &[], sure, &passages, cite(), words), None);
+    }
+
     /// An answer the model was sure of but that the passages shown do not hold (what it knows by
     /// heart) is withdrawn; one they hold is given.
     #[test]
@@ -299,14 +353,22 @@ mod tests {
         let q = "Does R's t.test() assume by default that the two samples have equal variances?";
         let negating = cited("By default the R function does not assume equality of variances in the two samples.");
         let affirming = cited("The t.test function assumes equal variances by default.");
-        assert_eq!(reversed_yes(q, "Yes, it does.", std::slice::from_ref(&negating)), Some(REVERSED_YES));
-        assert_eq!(reversed_yes(q, "yes", &[negating.clone(), negating.clone()]), Some(REVERSED_YES));
-        assert_eq!(reversed_yes(q, "Yes", &[negating.clone(), affirming.clone()]), None);
-        assert_eq!(reversed_yes(q, "Yes", std::slice::from_ref(&affirming)), None);
-        assert_eq!(reversed_yes(q, "No, it does not.", std::slice::from_ref(&negating)), None);
-        assert_eq!(reversed_yes(q, "Yes", &[]), None, "no evidence, nothing to reverse on");
+        assert!(contradicted_yes(q, "Yes, it does.", std::slice::from_ref(&negating)));
+        assert!(contradicted_yes(q, "yes", &[negating.clone(), negating.clone()]));
+        assert!(!contradicted_yes(q, "Yes", &[negating.clone(), affirming.clone()]));
+        assert!(!contradicted_yes(q, "Yes", std::slice::from_ref(&affirming)));
+        assert!(!contradicted_yes(q, "No, it does not.", std::slice::from_ref(&negating)));
+        assert!(!contradicted_yes(q, "Yes", &[]), "no evidence, nothing to reverse on");
         let q = "Is it true that t.test() does not assume equal variances?";
-        assert_eq!(reversed_yes(q, "Yes", std::slice::from_ref(&negating)), None);
+        assert!(!contradicted_yes(q, "Yes", std::slice::from_ref(&negating)));
+        // In German and Japanese too.
+        let q = "Setzt t.test() standardmäßig gleiche Varianzen voraus?";
+        let nicht = cited("Standardmäßig setzt die R-Funktion keine Gleichheit der Varianzen voraus.");
+        assert!(contradicted_yes(q, "Ja.", std::slice::from_ref(&nicht)));
+        let q = "t.test() は等分散を仮定しますか？";
+        let nai = cited("R の関数は既定では等分散を仮定しません。");
+        assert!(contradicted_yes(q, "はい、仮定します。", std::slice::from_ref(&nai)));
+        assert!(!contradicted_yes(q, "いいえ。", std::slice::from_ref(&nai)));
     }
 
     /// The confidence is read over the answer's own tokens: its quotes and keys, however unsure,

@@ -3,15 +3,14 @@
 
 use super::checks::term_set;
 use super::format::quotable_spans;
+use super::language::{language_of, Words};
 use crate::Source;
 
-/// What a decline says first, in the app, `quire ask` and the local API alike.
-pub const DECLINE: &str = "Your documents don't say.";
-
 /// True when an answer only says that the sources do not hold what was asked ("None of the
-/// sources mentions Java."): a decline written where the answer goes, taken as one.
+/// sources mentions Java.", "Die Quellen enthalten keine Angaben"): a decline written where the
+/// answer goes, taken as one.
 pub fn says_not_in_sources(answer: &str) -> bool {
-    const SAYINGS: [&str; 9] = [
+    const SAYINGS: [&str; 25] = [
         "none of the sources",
         "the sources do not",
         "the sources don't",
@@ -21,18 +20,35 @@ pub fn says_not_in_sources(answer: &str) -> bool {
         "not mentioned in the sources",
         "not in the sources",
         "no information",
+        "keine der quellen",
+        "die quellen enthalten keine",
+        "die quellen sagen nicht",
+        "keine informationen",
+        "aucune des sources",
+        "les sources ne",
+        "aucune information",
+        "ninguna de las fuentes",
+        "las fuentes no",
+        "no hay información",
+        "ソースには",
+        "記載されていません",
+        "情報はありません",
+        "来源中没有",
+        "没有提到",
+        "没有相关信息",
     ];
     let answer = answer.to_lowercase().replace('’', "'");
     SAYINGS.iter().any(|s| answer.contains(s))
 }
 
 /// What a front end that streamed `streamed` (the answer's text as it came) still has to say of
-/// a decline `text` once it is in: a decline streams its first sentence, and the rest (what the
-/// documents say nearby) follows once, not the whole again; an answer that streamed and was then
-/// withdrawn (`held_back`) is said not to be given, before the decline.
-pub fn rest_of_decline(text: &str, held_back: bool, streamed: &str) -> String {
+/// a decline `text` to `question` once it is in: a decline streams its first sentence, and the
+/// rest (what the documents say nearby) follows once, not the whole again; an answer that
+/// streamed and was then withdrawn (`held_back`) is said not to be given, before the decline.
+pub fn rest_of_decline(question: &str, text: &str, held_back: bool, streamed: &str) -> String {
     if held_back {
-        return format!("\n\n(Not given: the passages do not bear this out.)\n\n{text}");
+        let not_given = language_of(question).map_or(Words::english(), |l| l.words()).not_given;
+        return format!("\n\n{not_given}\n\n{text}");
     }
     match text.strip_prefix(streamed.trim()) {
         Some(rest) => rest.to_string(),
@@ -40,16 +56,21 @@ pub fn rest_of_decline(text: &str, held_back: bool, streamed: &str) -> String {
     }
 }
 
-/// The text of a decline: `DECLINE` and what the passages are about.
-pub fn declined_text(about: &str) -> String {
-    format!("{DECLINE} {about}")
+/// The text of a decline: its first sentence and what the passages are about.
+pub fn declined_text(words: &Words, about: &str) -> String {
+    format!("{} {about}", words.decline)
 }
 
 /// What a decline says the documents do say nearby: the sentence of the passages shown that
 /// holds the most of the question's terms (at least two, or all of a question of one; the first
 /// best by rank), with its document and page. None when no sentence comes that near.
-/// `terms` is the index's blind-term analyser.
-pub fn nearest_sentence(question: &str, sources: &[Source], terms: impl Fn(&str) -> String) -> Option<String> {
+/// `terms` is the index's blind-term analyser; `words`, what it is said in.
+pub fn nearest_sentence(
+    question: &str,
+    sources: &[Source],
+    terms: impl Fn(&str) -> String,
+    words: &Words,
+) -> Option<String> {
     let asked = term_set(question, &terms);
     let needed = asked.len().clamp(1, 2);
     let mut best: Option<(usize, &Source, String)> = None;
@@ -66,25 +87,29 @@ pub fn nearest_sentence(question: &str, sources: &[Source], terms: impl Fn(&str)
     let name = std::path::Path::new(&source.path)
         .file_name()
         .map_or_else(|| source.path.clone(), |n| n.to_string_lossy().into_owned());
-    let place = match source.page {
-        Some(page) => format!("{name}, page {page}"),
-        None => name,
-    };
-    Some(format!("The nearest they come is {place}: “{sentence}”"))
+    Some(words.nearest(&words.place(&name, source.page), &sentence))
 }
 
-/// Whether `sentence` reads as prose: four or more words of letters alone, and no link markup.
+/// Whether `sentence` reads as prose: four or more words of letters alone (or eight letters of
+/// a script written without spaces, Japanese or Chinese), and no link markup.
 fn reads_as_prose(sentence: &str) -> bool {
+    if sentence.contains("](") || sentence.contains("://") {
+        return false;
+    }
+    let unspaced = sentence.chars().filter(|c| quire_index::terms::is_cjk(*c)).count();
+    if unspaced >= 8 {
+        return true;
+    }
     let wordy = sentence
         .split_whitespace()
         .filter(|w| w.trim_matches(|c: char| c.is_ascii_punctuation()).chars().all(char::is_alphabetic) && w.len() > 1)
         .count();
-    wordy >= 4 && !sentence.contains("](") && !sentence.contains("://")
+    wordy >= 4
 }
 
 /// What a decline says the passages are about when no sentence comes near the question: their
-/// documents in rank order, each with its pages.
-pub fn about_sources(sources: &[Source]) -> String {
+/// documents in rank order, each with its pages, in `words`.
+pub fn about_sources(sources: &[Source], words: &Words) -> String {
     let mut documents: Vec<(String, Vec<u32>)> = Vec::new();
     for s in sources {
         let name = std::path::Path::new(&s.path)
@@ -101,24 +126,10 @@ pub fn about_sources(sources: &[Source]) -> String {
             documents[at].1.push(p);
         }
     }
-    let named: Vec<String> = documents
-        .into_iter()
-        .map(|(name, mut pages)| {
-            pages.sort_unstable();
-            let pages: Vec<String> = pages.iter().map(u32::to_string).collect();
-            match pages.len() {
-                0 => name,
-                1 => format!("{name} (page {})", pages[0]),
-                _ => format!("{name} (pages {})", pages.join(", ")),
-            }
-        })
-        .collect();
-    let listed = match named.as_slice() {
-        [] => return "No passage was found.".into(),
-        [one] => one.clone(),
-        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
-    };
-    format!("The closest passages are from {listed}.")
+    for (_, pages) in &mut documents {
+        pages.sort_unstable();
+    }
+    words.closest(&documents)
 }
 
 #[cfg(test)]
@@ -157,10 +168,13 @@ mod tests {
             placed("/d/md/notify-README.md", None),
         ];
         assert_eq!(
-            about_sources(&sources),
+            about_sources(&sources, Words::english()),
             "The closest passages are from fasta_guide.pdf (pages 3, 12), 4ti2_manual.pdf (page 56) and notify-README.md."
         );
-        assert_eq!(about_sources(&sources[1..2]), "The closest passages are from 4ti2_manual.pdf (page 56).");
+        assert_eq!(
+            about_sources(&sources[1..2], Words::english()),
+            "The closest passages are from 4ti2_manual.pdf (page 56)."
+        );
     }
 
     /// A decline says what the documents do say nearby: the sentence sharing the most of the
@@ -178,16 +192,36 @@ mod tests {
         ];
         let question = "What is the default number of isolines for a parametric surface?";
         assert_eq!(
-            nearest_sentence(question, &sources, words).as_deref(),
+            nearest_sentence(question, &sources, words, Words::english()).as_deref(),
             Some("The nearest they come is gnuplot.pdf, page 133: “By default a parametric surface is drawn with 10 isolines.”")
         );
-        assert_eq!(nearest_sentence("Which font does the terminal use?", &sources, words), None);
+        assert_eq!(nearest_sentence("Which font does the terminal use?", &sources, words, Words::english()), None);
         // A link line is not what a person reads as what the documents say.
         let links = [with_text(
             "/d/README.md",
             None,
             "[isolines docs](https://example.org/isolines) default parametric surface",
         )];
-        assert_eq!(nearest_sentence(question, &links, words), None);
+        assert_eq!(nearest_sentence(question, &links, words, Words::english()), None);
+    }
+
+    /// A question in Japanese is declined in Japanese, and the nearest sentence, written without
+    /// spaces, is found by its pairs of characters (as the index reads it) and read as prose.
+    #[test]
+    fn a_decline_is_said_in_the_questions_language() {
+        let pairs = |text: &str| words(&quire_index::terms::prepared(text));
+        let sources = [Source {
+            text: "クォータを設定するには edquota を使います。猶予期間は edquota -t コマンドで設定できます。".into(),
+            ..placed("/d/sect.quotas.html", Some(7))
+        }];
+        let question = "edquota が受け付ける最長の猶予期間はどれくらいですか？";
+        let words = crate::answer::language_of(question).unwrap().words();
+        assert_eq!(
+            nearest_sentence(question, &sources, pairs, words).as_deref(),
+            Some("最も近い記述は sect.quotas.html の 7 ページ にあります：「猶予期間は edquota -t コマンドで設定できます。」")
+        );
+        assert_eq!(declined_text(words, "x"), "お手元の文書には書かれていません。 x");
+        let german = crate::answer::language_of("Welche Farbe hat der Himmel?").unwrap().words();
+        assert_eq!(about_sources(&sources, german), "Die nächsten Passagen stammen aus sect.quotas.html (Seite 7).");
     }
 }

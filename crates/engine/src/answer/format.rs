@@ -95,37 +95,70 @@ pub fn answer_schema(quotes: &[Vec<String>], declines: bool) -> serde_json::Valu
 
 /// The passages a citation may quote from `text`: its sentences with whitespace collapsed, a
 /// sentence longer than `MAX_QUOTE_CHARS` cut at word boundaries, each once, each with at
-/// least two words that hold letters.
+/// least two words that hold letters. Japanese and Chinese, written without spaces, end
+/// sentences with "。！？；" inside a run of characters and count four of their letters as
+/// words enough; a run longer than the limit is cut between characters.
 pub fn quotable_spans(text: &str) -> Vec<String> {
-    let words: Vec<&str> = text.split_whitespace().collect();
     let mut spans: Vec<String> = Vec::new();
     let mut current = String::new();
     // A quote is a span of words, not a page number, a lone figure or a one-word heading: at
-    // least two words with letters.
+    // least two words with letters (or four letters of a script that does not space words).
     let flush = |current: &mut String, spans: &mut Vec<String>| {
         let worded = current.split(' ').filter(|w| w.chars().any(char::is_alphabetic)).count();
+        let enough = worded >= 2 || current.chars().filter(|c| quire_index::terms::is_cjk(*c)).count() >= 4;
         // A control character (a PDF's stray \x01) could be written only as `\u0001`, which the
         // schema's strings do not allow (`ANSWER_ESCAPES`): such a sentence is not offered.
-        if worded >= 2 && !current.chars().any(char::is_control) && !spans.contains(current) {
+        if enough && !current.chars().any(char::is_control) && !spans.contains(current) {
             spans.push(std::mem::take(current));
         }
         current.clear();
     };
-    for word in words {
-        if !current.is_empty() && current.chars().count() + 1 + word.chars().count() > MAX_QUOTE_CHARS {
+    for (piece, glued) in pieces(text) {
+        let length = piece.chars().count();
+        if !current.is_empty() && current.chars().count() + usize::from(!glued) + length > MAX_QUOTE_CHARS {
             flush(&mut current, &mut spans);
         }
-        if !current.is_empty() {
+        if !current.is_empty() && !glued {
             current.push(' ');
         }
         // A single word longer than the limit (a URL, a sequence) is cut.
-        current.extend(word.chars().take(MAX_QUOTE_CHARS));
-        if word.ends_with(['.', '!', '?', ';']) {
+        current.extend(piece.chars().take(MAX_QUOTE_CHARS));
+        if piece.ends_with(['.', '!', '?', ';', '。', '！', '？', '；']) {
             flush(&mut current, &mut spans);
         }
     }
     flush(&mut current, &mut spans);
     spans
+}
+
+/// `text`'s words, each with whether it follows the one before without a space: a word holding
+/// letters of a script that does not space words is cut after each of its sentence ends and
+/// every `MAX_QUOTE_CHARS` characters, its pieces glued.
+fn pieces(text: &str) -> Vec<(&str, bool)> {
+    let mut pieces = Vec::new();
+    for word in text.split_whitespace() {
+        if !word.chars().any(quire_index::terms::is_cjk) {
+            pieces.push((word, false));
+            continue;
+        }
+        let mut glued = false;
+        let mut start = 0;
+        let mut count = 0;
+        for (at, c) in word.char_indices() {
+            count += 1;
+            let end = at + c.len_utf8();
+            if matches!(c, '。' | '！' | '？' | '；') || count == MAX_QUOTE_CHARS {
+                pieces.push((&word[start..end], glued));
+                glued = true;
+                start = end;
+                count = 0;
+            }
+        }
+        if start < word.len() {
+            pieces.push((&word[start..], glued));
+        }
+    }
+    pieces
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -230,6 +263,20 @@ mod tests {
         assert!(quotable_spans("Installation. 3.14. Chapter 2.").is_empty());
         // A sentence with a control character cannot be written in the schema's strings.
         assert_eq!(quotable_spans("A stray \u{1} byte. A clean one."), ["A clean one."]);
+        // Japanese and Chinese: sentences end inside a run of characters.
+        assert_eq!(
+            quotable_spans("クォータは edquota で設定します。猶予期間は edquota -t で決めます。図 3"),
+            ["クォータは edquota で設定します。", "猶予期間は edquota -t で決めます。"]
+        );
+        assert_eq!(
+            quotable_spans("每个用户的配额由管理员设置。超过软限制时会收到警告！"),
+            ["每个用户的配额由管理员设置。", "超过软限制时会收到警告！"]
+        );
+        // A run longer than the limit is cut between characters, nothing lost.
+        let long = "配".repeat(MAX_QUOTE_CHARS + 10) + "。";
+        let cut = quotable_spans(&long);
+        assert_eq!(cut.len(), 2);
+        assert_eq!(cut.concat(), long);
         // Every span is found in the passage by the citation matcher.
         for s in &spans {
             assert!(crate::find_quote(&text, s).is_some(), "{s}");

@@ -1,14 +1,16 @@
 //! The answer's text pulled out of the model's JSON as it is written, for the front ends to
 //! show while the model is still writing.
 
-use super::decline::DECLINE;
+use super::language::Words;
 
 /// Pulls the value of the top-level `"answer"` string out of JSON that arrives piece by piece,
 /// decoding escapes, so the answer can be shown while the model is still writing it, wherever
 /// the key comes in the object (after the citations' quotes, which may say "answer" themselves);
-/// a decline (`"not_in_sources"`) streams as `DECLINE` alone.
-#[derive(Debug, Default)]
+/// a decline (`"not_in_sources"`) streams as its first sentence alone, in the question's words.
+#[derive(Debug)]
 pub struct AnswerTextStream {
+    /// What a decline streams.
+    decline: &'static str,
     state: StreamState,
     /// Where the JSON outside the answer string stands.
     json: JsonPlace,
@@ -127,6 +129,17 @@ pub(super) fn answer_span(raw: &str) -> Option<(usize, usize)> {
 }
 
 impl AnswerTextStream {
+    /// A stream whose decline says `words.decline`.
+    pub fn new(words: &'static Words) -> Self {
+        AnswerTextStream {
+            decline: words.decline,
+            state: StreamState::default(),
+            json: JsonPlace::default(),
+            escape: None,
+            surrogate: None,
+        }
+    }
+
     /// Feeds raw JSON text; returns the answer text it completes (possibly empty).
     pub fn push(&mut self, raw: &str) -> String {
         let mut out = String::new();
@@ -138,7 +151,7 @@ impl AnswerTextStream {
                     JsonStep::ValueOpens(key) if key == "not_in_sources" => {
                         // A decline streams its sentence; what the documents say nearby is
                         // the engine's to add (`nearest_sentence`), once, when it is done.
-                        out.push_str(DECLINE);
+                        out.push_str(self.decline);
                         self.state = StreamState::Done;
                     }
                     _ => {}
@@ -199,9 +212,16 @@ mod tests {
     use super::*;
     use crate::answer::decline::{declined_text, rest_of_decline};
     use crate::answer::format::RawAnswer;
+    use crate::answer::language::language_of;
+
+    const DECLINE: &str = "Your documents don't say.";
 
     fn stream_in_pieces(raw: &str, piece: usize) -> String {
-        let mut s = AnswerTextStream::default();
+        stream_declining_with(raw, piece, Words::english())
+    }
+
+    fn stream_declining_with(raw: &str, piece: usize, words: &'static Words) -> String {
+        let mut s = AnswerTextStream::new(words);
         let chars: Vec<char> = raw.chars().collect();
         chars.chunks(piece).map(|c| s.push(&c.iter().collect::<String>())).collect()
     }
@@ -224,19 +244,25 @@ mod tests {
             assert_eq!(stream_in_pieces(raw, piece), DECLINE, "piece size {piece}");
         }
         // What the decline says more starts after what streamed.
-        assert!(declined_text("The nearest they come is a.pdf.").starts_with(DECLINE));
+        assert!(declined_text(Words::english(), "The nearest they come is a.pdf.").starts_with(DECLINE));
+        // In the question's language.
+        let german = language_of("Welchen Port verwendet VNC für den ersten Bildschirm?").unwrap().words();
+        assert_eq!(stream_declining_with(raw, 3, german), "Ihre Dokumente sagen dazu nichts.");
     }
 
     /// A decline is said once: the sentence that streamed, then only the rest.
     #[test]
     fn a_streamed_decline_is_not_said_twice() {
         let text = "Your documents don't say. The nearest they come is a.pdf, page 3: “It is red.”";
-        let rest = rest_of_decline(text, false, DECLINE);
+        let question = "What colour is it?";
+        let rest = rest_of_decline(question, text, false, DECLINE);
         assert_eq!(rest, " The nearest they come is a.pdf, page 3: “It is red.”");
         assert_eq!(format!("{DECLINE}{rest}"), text);
         // An answer that streamed and was withdrawn: said so, then the decline whole.
-        let rest = rest_of_decline(text, true, "It is blue.");
+        let rest = rest_of_decline(question, text, true, "It is blue.");
         assert!(rest.contains("Not given") && rest.ends_with(text), "{rest}");
+        let rest = rest_of_decline("Welche Farbe hat es?", text, true, "Es ist blau.");
+        assert!(rest.contains("Nicht gegeben") && rest.ends_with(text), "{rest}");
     }
 
     #[test]
