@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
-use quire_engine::{Cancel, Engine, EngineConfig, FileOutcome, SearchHit, SearchMode};
-use quire_eval::answers::{by_kind, judge, load_answer_set, report, AnswerCase, AnswerOutcome, CitedPassage};
+use quire_engine::{language_of, Cancel, Engine, EngineConfig, FileOutcome, SearchHit, SearchMode};
+use quire_eval::answers::{by_group, by_kind, judge, load_answer_set, report, AnswerCase, AnswerOutcome, CitedPassage};
 use quire_eval::metrics::score_query;
 use quire_eval::{mean_scores, Dataset, QueryScores};
 use quire_index::{fuse, hybrid_pool, Fusion, DEFAULT_FUSION};
@@ -347,15 +347,23 @@ async fn answers(args: AnswersArgs) -> Result<()> {
         println!("  the right fact on a gold page    {}", pct(summary.right_fact_and_gold_page));
     }
     let kinds = by_kind(&rows);
-    if !kinds.is_empty() {
-        println!("by kind (answerable: every fact on a gold page; unanswerable: declined)");
-        for k in &kinds {
+    // A set asked in several languages: each language's figures too.
+    let languages = by_group(&rows, |case| language_of(&case.question).map(|l| l.english_name().to_string()));
+    let languages = if languages.len() > 1 { languages } else { Vec::new() };
+    for (groups, heading) in [(&kinds, "by kind"), (&languages, "by the question's language")] {
+        if groups.is_empty() {
+            continue;
+        }
+        println!("{heading} (answerable: every fact on a gold page; unanswerable: declined)");
+        for g in groups.iter() {
+            let in_language = g.in_question_language.map(|share| format!("  in its language {:>6}", pct(share)));
             println!(
-                "  {:<32} {:>3} questions  right {:>6}  declined {:>6}",
-                k.kind,
-                k.questions,
-                pct(k.right),
-                pct(k.declined)
+                "  {:<32} {:>3} questions  right {:>6}  declined {:>6}{}",
+                g.group,
+                g.questions,
+                pct(g.right),
+                pct(g.declined),
+                in_language.unwrap_or_default()
             );
         }
     }
@@ -376,7 +384,7 @@ async fn answers(args: AnswersArgs) -> Result<()> {
                 serde_json::json!({ "mode": name.trim(), "hit_at_1": m[0], "hit_at_3": m[1], "hit_at_5": m[2], "hit_at_10": m[3], "mrr_at_10": m[4] })
             })
             .collect();
-        let json = serde_json::json!({ "top_k": top_k, "summary": summary, "kinds": kinds, "retrieval": retrieval, "answers": details });
+        let json = serde_json::json!({ "top_k": top_k, "summary": summary, "kinds": kinds, "languages": languages, "retrieval": retrieval, "answers": details });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }

@@ -376,30 +376,44 @@ pub fn report(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Answe
     }
 }
 
-/// One kind of question's figures (`AnswerCase::kind`).
+/// A question, what was answered and how it was judged.
+pub type Judged<'a> = (&'a AnswerCase, AnswerOutcome, AnswerVerdict);
+
+/// The figures of one group of questions: one kind (`AnswerCase::kind`) or one language.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct KindFigures {
-    pub kind: String,
+pub struct GroupFigures {
+    /// The kind ("list", "unanswerable-why") or the language ("German").
+    pub group: String,
     pub questions: usize,
     /// Answerable questions: said every fact, citing a gold page (a question without facts: a
     /// gold page alone); unanswerable ones: declined.
     pub right: f64,
     /// Declined: a miss for an answerable kind, the right outcome for an unanswerable one.
     pub declined: f64,
+    /// Of the replies whose language tells, the share in the question's language (None when
+    /// none tells).
+    pub in_question_language: Option<f64>,
 }
 
 /// Each kind's figures, in the order kinds first appear (questions without a kind aside).
-pub fn by_kind(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Vec<KindFigures> {
-    let mut kinds: Vec<&str> = Vec::new();
-    for (case, _, _) in outcomes {
-        if let Some(kind) = case.kind.as_deref().filter(|k| !kinds.contains(k)) {
-            kinds.push(kind);
+pub fn by_kind(outcomes: &[Judged]) -> Vec<GroupFigures> {
+    by_group(outcomes, |case| case.kind.clone())
+}
+
+/// The figures of each group `group_of` puts questions in, in the order groups first appear
+/// (questions in no group aside): by kind, or by the question's language.
+pub fn by_group(outcomes: &[Judged], group_of: impl Fn(&AnswerCase) -> Option<String>) -> Vec<GroupFigures> {
+    let grouped: Vec<(Option<String>, &Judged)> = outcomes.iter().map(|row| (group_of(row.0), row)).collect();
+    let mut groups: Vec<&str> = Vec::new();
+    for group in grouped.iter().filter_map(|(g, _)| g.as_deref()) {
+        if !groups.contains(&group) {
+            groups.push(group);
         }
     }
-    kinds
+    groups
         .into_iter()
-        .map(|kind| {
-            let rows: Vec<_> = outcomes.iter().filter(|(c, _, _)| c.kind.as_deref() == Some(kind)).collect();
+        .map(|group| {
+            let rows: Vec<_> = grouped.iter().filter(|(g, _)| g.as_deref() == Some(group)).map(|(_, r)| r).collect();
             let n = rows.len() as f64;
             let right = rows
                 .iter()
@@ -408,11 +422,14 @@ pub fn by_kind(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Vec<
                     false => v.cites_gold_page && (c.facts.is_empty() || v.right_fact),
                 })
                 .count();
-            KindFigures {
-                kind: kind.to_string(),
+            let told: Vec<bool> = rows.iter().filter_map(|(_, o, _)| o.in_question_language).collect();
+            GroupFigures {
+                group: group.to_string(),
                 questions: rows.len(),
                 right: right as f64 / n,
                 declined: rows.iter().filter(|(_, _, v)| v.declined).count() as f64 / n,
+                in_question_language: (!told.is_empty())
+                    .then(|| told.iter().filter(|t| **t).count() as f64 / told.len() as f64),
             }
         })
         .collect()
@@ -630,13 +647,25 @@ mod tests {
                 })
                 .collect();
         let kinds = by_kind(&rows);
-        assert_eq!(
-            kinds,
-            [
-                KindFigures { kind: "list".into(), questions: 2, right: 0.5, declined: 0.0 },
-                KindFigures { kind: "unanswerable-why".into(), questions: 2, right: 0.5, declined: 0.5 },
-            ]
-        );
+        let figures = |group: &str, right, declined| GroupFigures {
+            group: group.into(),
+            questions: 2,
+            right,
+            declined,
+            in_question_language: Some(1.0),
+        };
+        assert_eq!(kinds, [figures("list", 0.5, 0.0), figures("unanswerable-why", 0.5, 0.5)]);
+        // Grouped by another key (the bench groups by the question's language), with the share
+        // of replies in the question's language among those that tell.
+        let mut rows = rows;
+        rows[0].1.in_question_language = Some(true);
+        rows[1].1.in_question_language = Some(false);
+        rows[2].1.in_question_language = None;
+        rows[3].1.in_question_language = None;
+        let by_first_letter = by_group(&rows, |c| c.kind.as_ref().map(|k| k[..1].to_uppercase()));
+        assert_eq!(by_first_letter.len(), 2);
+        assert_eq!(by_first_letter[0].in_question_language, Some(0.5));
+        assert_eq!(by_first_letter[1].in_question_language, None);
     }
 
     #[test]
