@@ -1340,3 +1340,38 @@ fn the_app_speaks_the_persons_language_with_nothing_cut_off() {
     looked_at(&app, "16b-chinese-settings-800x600.png");
     assert_eq!(cut_off.into_inner(), Vec::<String>::new(), "cut off at 800×600");
 }
+
+/// Issue 58, item 3, in the window on the default answer model: a Japanese question over a
+/// Japanese note is answered from it, not in English, its sentence marked in the sources pane;
+/// a question the note does not answer is declined in Japanese.
+#[test]
+#[ignore = "full tier (scripts/test.sh --full): the default answer model"]
+fn a_japanese_question_is_answered_and_declined_in_japanese_in_the_window() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    quire_testkit::model(&quire_models::QWEN_1_5B);
+    let docs = tempfile::tempdir().unwrap();
+    let note = "# バックアップ\n\n毎晩 2 時に rsnapshot がサーバー全体のバックアップを取ります。\
+                バックアップは 14 日間保存され、その後に自動的に削除されます。\n";
+    std::fs::write(docs.path().join("backup.md"), note).unwrap();
+    let app = App::start(json!({"preload_model": true}));
+    app.wait_ready();
+    app.add_documents(docs.path(), 1, Duration::from_secs(300));
+    let last = "const e = [...document.querySelectorAll('.exchange')].pop(); \
+                return [e.classList.contains('declined'), e.querySelector('.answer-text').textContent, \
+                        document.querySelectorAll('#source-list mark').length];";
+    app.ask("バックアップは何日間保存されますか？", Duration::from_secs(300));
+    let shown = app.js(last, json!([]));
+    eprintln!("Japanese question: {shown}");
+    app.screenshot("15-answered-in-japanese.png");
+    let said = shown[1].as_str().unwrap();
+    assert_eq!(shown[0], json!(false), "answered: {shown}");
+    assert!(said.contains("14"), "{shown}");
+    assert_ne!(quire_engine::language_of(said), Some(quire_engine::Language::ENGLISH), "not in English: {said}");
+    assert!(shown[2].as_u64().unwrap() >= 1, "the quoted sentence is marked: {shown}");
+    app.ask("バックアップはどのサーバーに保存されますか？ サーバーの名前を教えてください。", Duration::from_secs(300));
+    let shown = app.js(last, json!([]));
+    eprintln!("unanswered Japanese question: {shown}");
+    app.screenshot("16-declined-in-japanese.png");
+    assert_eq!(shown[0], json!(true), "declined: {shown}");
+    assert!(shown[1].as_str().unwrap().starts_with("お手元の文書には書かれていません。"), "{shown}");
+}

@@ -58,7 +58,9 @@ pub fn rest_of_decline(question: &str, text: &str, held_back: bool, streamed: &s
 
 /// The text of a decline: its first sentence and what the passages are about.
 pub fn declined_text(words: &Words, about: &str) -> String {
-    format!("{} {about}", words.decline)
+    // Japanese and Chinese put no space after a full stop.
+    let gap = if words.decline.ends_with('。') { "" } else { " " };
+    format!("{}{gap}{about}", words.decline)
 }
 
 /// What a decline says the documents do say nearby: the sentence of the passages shown that
@@ -220,7 +222,8 @@ mod tests {
             nearest_sentence(question, &sources, pairs, words).as_deref(),
             Some("最も近い記述は sect.quotas.html の 7 ページ にあります：「猶予期間は edquota -t コマンドで設定できます。」")
         );
-        assert_eq!(declined_text(words, "x"), "お手元の文書には書かれていません。 x");
+        assert_eq!(declined_text(words, "x"), "お手元の文書には書かれていません。x");
+        assert_eq!(declined_text(Words::english(), "x"), "Your documents don't say. x");
         let german = crate::answer::language_of("Welche Farbe hat der Himmel?").unwrap().words();
         assert_eq!(about_sources(&sources, german), "Die nächsten Passagen stammen aus sect.quotas.html (Seite 7).");
     }
