@@ -1362,7 +1362,7 @@ fn a_japanese_question_is_answered_and_declined_in_japanese_in_the_window() {
     app.ask("バックアップは何日間保存されますか？", Duration::from_secs(300));
     let shown = app.js(last, json!([]));
     eprintln!("Japanese question: {shown}");
-    app.screenshot("15-answered-in-japanese.png");
+    app.screenshot("23-answered-in-japanese.png");
     let said = shown[1].as_str().unwrap();
     assert_eq!(shown[0], json!(false), "answered: {shown}");
     assert!(said.contains("14"), "{shown}");
@@ -1371,7 +1371,7 @@ fn a_japanese_question_is_answered_and_declined_in_japanese_in_the_window() {
     app.ask("バックアップはどのサーバーに保存されますか？ サーバーの名前を教えてください。", Duration::from_secs(300));
     let shown = app.js(last, json!([]));
     eprintln!("unanswered Japanese question: {shown}");
-    app.screenshot("16-declined-in-japanese.png");
+    app.screenshot("24-declined-in-japanese.png");
     assert_eq!(shown[0], json!(true), "declined: {shown}");
     assert!(shown[1].as_str().unwrap().starts_with("お手元の文書には書かれていません。"), "{shown}");
 }

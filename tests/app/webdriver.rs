@@ -193,7 +193,8 @@ impl App {
     }
 
     /// Clicks the element once it is there and can take a click: a dialog still opening or a
-    /// list re-rendered under the pointer is waited for (up to 20 s), as a person would wait.
+    /// list re-rendered under the pointer is waited for (up to 20 s), as a person would wait,
+    /// and an element another covers is scrolled to the middle of its box, as a person would.
     pub fn click(&self, css: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -204,7 +205,13 @@ impl App {
             match clicked {
                 Ok(_) => return,
                 Err(e) if Instant::now() >= deadline => panic!("clicking {css}: {e}"),
-                Err(_) => std::thread::sleep(Duration::from_millis(250)),
+                Err(e) => {
+                    if e.contains("intercepted") {
+                        let centre = "document.querySelector(arguments[0])?.scrollIntoView({block: 'center'});";
+                        let _ = self.try_cmd("POST", "/execute/sync", Some(json!({"script": centre, "args": [css]})));
+                    }
+                    std::thread::sleep(Duration::from_millis(250))
+                }
             }
         }
     }
