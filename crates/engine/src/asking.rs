@@ -103,7 +103,7 @@ impl Engine {
         let request = self.answer_request_following(earlier, question, &hits, &unmentioned);
         let prompt_building = building.elapsed();
         // Quire's own words (a decline, a "no") in the question's language.
-        let words = answer::language_of(question).map_or(answer::Words::english(), answer::Language::words);
+        let words = answer::Words::for_question(question);
         let mut text_stream = answer::AnswerTextStream::new(words);
         let mut first_word = None;
         let generated = llm

@@ -326,8 +326,11 @@ pub struct AnswerReport {
     pub mean_decode_tokens_per_s: f64,
 }
 
+/// A question, what was answered and how it was judged.
+pub type Judged<'a> = (&'a AnswerCase, AnswerOutcome, AnswerVerdict);
+
 /// The report over `outcomes`, each with the case it answers.
-pub fn report(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> AnswerReport {
+pub fn report(outcomes: &[Judged]) -> AnswerReport {
     type Row<'a> = &'a (&'a AnswerCase, AnswerOutcome, AnswerVerdict);
     let rows = |keep: &dyn Fn(Row) -> bool| outcomes.iter().filter(|r| keep(r)).collect::<Vec<Row>>();
     let share = |rows: &[Row], f: &dyn Fn(Row) -> bool| {
@@ -375,9 +378,6 @@ pub fn report(outcomes: &[(&AnswerCase, AnswerOutcome, AnswerVerdict)]) -> Answe
         mean_decode_tokens_per_s: mean(&all, &|(_, o, _)| o.decode_tokens_per_s),
     }
 }
-
-/// A question, what was answered and how it was judged.
-pub type Judged<'a> = (&'a AnswerCase, AnswerOutcome, AnswerVerdict);
 
 /// The figures of one group of questions: one kind (`AnswerCase::kind`) or one language.
 #[derive(Debug, Clone, PartialEq, Serialize)]

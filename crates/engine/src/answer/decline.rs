@@ -3,7 +3,7 @@
 
 use super::checks::term_set;
 use super::format::quotable_spans;
-use super::language::{language_of, Words};
+use super::language::Words;
 use crate::Source;
 
 /// True when an answer only says that the sources do not hold what was asked ("None of the
@@ -47,7 +47,7 @@ pub fn says_not_in_sources(answer: &str) -> bool {
 /// streamed and was then withdrawn (`held_back`) is said not to be given, before the decline.
 pub fn rest_of_decline(question: &str, text: &str, held_back: bool, streamed: &str) -> String {
     if held_back {
-        let not_given = language_of(question).map_or(Words::english(), |l| l.words()).not_given;
+        let not_given = Words::for_question(question).not_given;
         return format!("\n\n{not_given}\n\n{text}");
     }
     match text.strip_prefix(streamed.trim()) {

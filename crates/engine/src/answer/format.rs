@@ -123,13 +123,16 @@ pub fn quotable_spans(text: &str) -> Vec<String> {
         }
         // A single word longer than the limit (a URL, a sequence) is cut.
         current.extend(piece.chars().take(MAX_QUOTE_CHARS));
-        if piece.ends_with(['.', '!', '?', ';', '。', '！', '？', '；']) {
+        if piece.ends_with(['.', '!', '?', ';']) || piece.ends_with(UNSPACED_SENTENCE_ENDS) {
             flush(&mut current, &mut spans);
         }
     }
     flush(&mut current, &mut spans);
     spans
 }
+
+/// The marks that end a sentence of Japanese or Chinese, inside a run of characters.
+const UNSPACED_SENTENCE_ENDS: [char; 4] = ['。', '！', '？', '；'];
 
 /// `text`'s words, each with whether it follows the one before without a space: a word holding
 /// letters of a script that does not space words is cut after each of its sentence ends and
@@ -147,7 +150,7 @@ fn pieces(text: &str) -> Vec<(&str, bool)> {
         for (at, c) in word.char_indices() {
             count += 1;
             let end = at + c.len_utf8();
-            if matches!(c, '。' | '！' | '？' | '；') || count == MAX_QUOTE_CHARS {
+            if UNSPACED_SENTENCE_ENDS.contains(&c) || count == MAX_QUOTE_CHARS {
                 pieces.push((&word[start..end], glued));
                 glued = true;
                 start = end;

@@ -207,6 +207,11 @@ impl Words {
         &ENGLISH
     }
 
+    /// Quire's words for a reply to `question`: in its language, English where it has none.
+    pub fn for_question(question: &str) -> &'static Words {
+        language_of(question).map_or(&ENGLISH, Language::words)
+    }
+
     pub fn nearest(&self, place: &str, sentence: &str) -> String {
         self.nearest.replace("{place}", place).replace("{sentence}", sentence)
     }
