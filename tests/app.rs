@@ -1126,6 +1126,47 @@ fn damaged_files_are_checked_and_repaired_from_the_window() {
     assert_eq!(app.documents_listed(), Some(6));
 }
 
+/// Issue 58: a library made with the English embedder is embedded again with the multilingual
+/// one from Settings. The window says which model searches the library, the change runs with the
+/// ingestion's progress, the library opens on the new index with every document, and a Japanese
+/// question then finds the German note it asks about.
+#[test]
+fn the_library_is_embedded_again_with_the_multilingual_model_from_settings() {
+    let _one = ONE_APP.lock().unwrap_or_else(|e| e.into_inner());
+    let docs = quire_testkit::german_notes();
+    let app = App::start(smollm2_settings());
+    app.wait_ready();
+    app.add_documents(docs.path(), 3, Duration::from_secs(300));
+    app.click("#settings-button");
+    let line = app.text("#embedder-line");
+    assert_eq!(line, "This library is searched with all-minilm-l6-v2.");
+    assert!(app.attr("#change-embedder-button", "disabled").is_some(), "nothing to change yet");
+    app.js(
+        "const s = document.getElementById('embedder-select'); s.value = 'multilingual-e5-small'; s.dispatchEvent(new Event('change'));",
+        json!([]),
+    );
+    app.js("document.getElementById('embedder-fields').scrollIntoView({block: 'center'});", json!([]));
+    app.element_screenshot("#settings-dialog", "25-search-model-offered.png");
+    app.click("#change-embedder-button");
+    let after = app.wait_until("the library on the new model", Duration::from_secs(300), |a| {
+        let line = a.text("#embedder-line");
+        line.contains("multilingual-e5-small").then_some(line)
+    });
+    assert_eq!(after, "This library is searched with multilingual-e5-small.");
+    let summary = app.text("#ingest-summary");
+    eprintln!("the change: {summary}");
+    assert!(summary.contains('3'), "the three notes embedded again: {summary}");
+    assert_eq!(app.documents_listed(), Some(3));
+    let data_dir = quire_engine::collection_dir(app.home.path(), quire_engine::DEFAULT_COLLECTION).unwrap();
+    assert_eq!(std::fs::read_to_string(data_dir.join("embedder")).unwrap(), "multilingual-e5-small\n");
+    app.screenshot("26-search-model-changed.png");
+
+    // Asked in Japanese, the German note about the printer is the first passage found.
+    app.ask("プリンターのトナーはどうなっていますか", Duration::from_secs(300));
+    let first = app.text("#source-1 .source-doc");
+    assert!(first.contains("drucker.md"), "first source: {first}");
+}
+
 /// A big library does not freeze the window (issue 57 item 7: 2,000 notes left it unresponsive
 /// for minutes while the progress panel drew a row per file). 2,000 one-paragraph notes in 20
 /// folders are added in the window; while they are indexed, Settings opens on a click and the

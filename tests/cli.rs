@@ -351,15 +351,7 @@ fn eval_retrieval_on_a_small_beir_dataset() {
 #[test]
 fn a_multilingual_library_finds_across_languages_and_keeps_its_embedder() {
     let home = QuireHome::new(QUIRE);
-    let docs = tempfile::tempdir().unwrap();
-    let notes = [
-        ("pakete.md", "# Paketverwaltung\n\nDer Paketmanager lädt für jede Paketquelle die Datei Packages herunter und prüft ihre Signatur, bevor er Pakete installiert.\n"),
-        ("drucker.md", "# Drucker\n\nDer Farbdrucker im zweiten Stock druckt nur noch schwarz; die Tonerkassette für Cyan muss ersetzt werden.\n"),
-        ("urlaub.md", "# Urlaub\n\nUrlaubsanträge werden spätestens vier Wochen vorher bei der Personalabteilung eingereicht.\n"),
-    ];
-    for (name, text) in notes {
-        std::fs::write(docs.path().join(name), text).unwrap();
-    }
+    let docs = quire_testkit::german_notes();
     let mut ingest = home.command(&["ingest", docs.path().to_str().unwrap()]);
     ingest.env("QUIRE_EMBEDDER_MODEL", "multilingual-e5-small");
     let ingest = home.run(ingest, &["ingest", "(multilingual-e5-small)"]);

@@ -44,6 +44,7 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
     if ocr_missing().is_some() {
         problems.push(OCR_MISSING.into());
     }
+    let mut embedder = None;
     let (engine_state, documents, runs_on) = match &*state.engine.read().await {
         EngineSlot::Opening => (EngineState::Opening, Vec::new(), None),
         EngineSlot::Failed(reason) => (EngineState::Failed { reason: reason.clone() }, Vec::new(), None),
@@ -69,7 +70,10 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
             };
             (state, Vec::new(), None)
         }
-        EngineSlot::Ready(engine) => (EngineState::Ready, engine.documents().await.map_err(say)?, engine.llm_runs_on()),
+        EngineSlot::Ready(engine) => {
+            embedder = Some(engine.embedder_name().to_owned());
+            (EngineState::Ready, engine.documents().await.map_err(say)?, engine.llm_runs_on())
+        }
     };
     let loaded = runs_on.is_some();
 
@@ -82,6 +86,12 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         target_model: target,
         draft_model: draft,
         model_loaded: loaded,
+        embedder,
+        embedders: quire_models::KNOWN_MODELS
+            .iter()
+            .filter(|m| matches!(m.role, quire_models::ModelRole::Embedder) && m.is_installed())
+            .map(|m| m.name.to_owned())
+            .collect(),
         model_runs_on: runs_on.map(str::to_owned),
         model_preloading: settings.preload_model && target_installed && !loaded,
         problems,
@@ -181,10 +191,7 @@ pub async fn run_ingestion(app: &AppHandle, state: &AppState, work: IngestWork) 
     let engine = state.engine().await.map_err(say)?;
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
     let cancel = start_job(&state.ingest_cancel);
-    let emitter = app.clone();
-    let mut on_event = |event: Event| {
-        let _ = emitter.emit(EVENT_INGEST, &event);
-    };
+    let mut on_event = to_windows(app);
     let result = match &work {
         IngestWork::Add(paths) => engine.ingest(paths, &mut on_event, &cancel).await,
         IngestWork::Sync(paths) => engine.sync_paths(paths, &mut on_event, &cancel).await,
@@ -203,6 +210,14 @@ pub async fn run_ingestion(app: &AppHandle, state: &AppState, work: IngestWork) 
     })
 }
 
+/// Hands an engine's ingestion events to every window (`EVENT_INGEST`).
+fn to_windows(app: &AppHandle) -> impl FnMut(Event) + Send {
+    let app = app.clone();
+    move |event| {
+        let _ = app.emit(EVENT_INGEST, &event);
+    }
+}
+
 /// Reads every table of the library whole and loads its indexes: what is damaged, if anything.
 /// Works on a library too damaged to open.
 #[tauri::command]
@@ -219,13 +234,10 @@ pub async fn check_library(state: State<'_, AppState>) -> Reply<LibraryHealth> {
 pub async fn repair_library(app: AppHandle, state: State<'_, AppState>) -> Reply<LibraryHealth> {
     let turn = state.ingest_turn.lock().await;
     let config = state.engine_config().map_err(say)?;
-    state.close_for_repair().await.map_err(say)?;
+    state.close_to_reopen().await.map_err(say)?;
     let _ = app.emit(EVENT_STATUS_CHANGED, ());
     let cancel = start_job(&state.ingest_cancel);
-    let emitter = app.clone();
-    let mut on_event = |event: Event| {
-        let _ = emitter.emit(EVENT_INGEST, &event);
-    };
+    let mut on_event = to_windows(&app);
     let repaired = quire_engine::health::repair(config, &[], &mut on_event, &cancel).await;
     cancel_job(&state.ingest_cancel);
     let (engine, repaired) = match repaired {
@@ -262,6 +274,53 @@ pub async fn repair_library(app: AppHandle, state: State<'_, AppState>) -> Reply
         lines,
         whole: repaired.whole(),
         reindexed: repaired.report.count(|o| matches!(o, FileOutcome::Indexed { .. })),
+    })
+}
+
+/// Embeds the library's passages again with another installed embedding model
+/// (`Engine::change_embedder`), the progress as `EVENT_INGEST` events, each document a file;
+/// questions are answered from the library as it is meanwhile, and ingestions wait. Once the
+/// new index is whole the library closes and opens on it; stopped, the next run goes on.
+#[tauri::command]
+pub async fn change_embedder(app: AppHandle, state: State<'_, AppState>, embedder: String) -> Reply<IngestSummary> {
+    let target = quire_models::find(&embedder).and_then(|m| m.location()).map_err(say)?;
+    let turn = state.ingest_turn.lock().await;
+    let engine = state.engine().await.map_err(say)?;
+    let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    let cancel = start_job(&state.ingest_cancel);
+    let mut on_event = to_windows(&app);
+    let changed = engine.change_embedder(&target, &mut on_event, &cancel).await;
+    cancel_job(&state.ingest_cancel);
+    drop(engine);
+    let change = match changed {
+        Ok(change) => change,
+        Err(e) => {
+            drop(turn);
+            let _ = app.emit(EVENT_STATUS_CHANGED, ());
+            return Err(say(e));
+        }
+    };
+    if change.whole {
+        // Opening again moves the new index in (`Engine::open`).
+        state.close_to_reopen().await.map_err(say)?;
+        let opened = state.open_engine().await;
+        drop(turn);
+        let _ = app.emit(EVENT_STATUS_CHANGED, ());
+        let engine = opened.map_err(say)?;
+        if quire_engine::change_waiting(&engine.config().data_dir).is_some() {
+            return Err(state.word("settings.embedderBehind"));
+        }
+        preload(&app, engine);
+    } else {
+        drop(turn);
+        let _ = app.emit(EVENT_STATUS_CHANGED, ());
+    }
+    Ok(IngestSummary {
+        indexed: change.documents,
+        unchanged: 0,
+        failed: Vec::new(),
+        chunks: change.chunks,
+        cancelled: !change.whole,
     })
 }
 

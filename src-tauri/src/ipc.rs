@@ -61,6 +61,10 @@ pub struct AppStatus {
     /// the passages).
     pub draft_model: Option<ModelChoice>,
     pub model_loaded: bool,
+    /// The embedding model the open library is searched with (its name).
+    pub embedder: Option<String>,
+    /// The embedding models installed, by name: those a library can be embedded again with.
+    pub embedders: Vec<String>,
     /// Where the loaded answer model runs: "CPU", "CUDA GPU" or "Metal GPU".
     pub model_runs_on: Option<String>,
     /// The answer model is being loaded at start (preloading is on and it is not in memory yet);

@@ -191,10 +191,10 @@ impl AppState {
         let_go(open).await;
     }
 
-    /// Closes the collection for a repair of its files (refused while locked: the repair
-    /// indexes again, which needs the key). A running answer is cancelled; the slot says the
-    /// collection is opening until `repaired` puts the mended one back.
-    pub async fn close_for_repair(&self) -> Result<()> {
+    /// Closes the collection for work on its files, a repair or a change of embedder (refused
+    /// while locked: both index again, which needs the key). A running answer is cancelled; the
+    /// slot says the collection is opening until it is opened again (`repaired`, `open_engine`).
+    pub async fn close_to_reopen(&self) -> Result<()> {
         let mut slot = self.engine.write().await;
         anyhow::ensure!(!matches!(&*slot, EngineSlot::Locked(_)), "Quire is locked: unlock it first");
         cancel_job(&self.answer_cancel);

@@ -55,6 +55,9 @@ export const api = {
   checkLibrary: () => call("check_library"),
   /// Mends damaged files and indexes again what they lost (progress as ingestion events).
   repairLibrary: () => call("repair_library"),
+  /// Embeds every passage again with another embedding model, then opens the library on it
+  /// (progress as ingestion events).
+  changeEmbedder: (embedder: string) => call("change_embedder", { embedder }),
   switchCollection: (name: string) => call("switch_collection", { name }),
   setModels: (target: string | null, draft: string | null) => call("set_models", { target, draft }),
   installedModels: () => call("installed_models"),

@@ -10,7 +10,7 @@ import { addPaths, DocumentList, ProblemsBanner, renderIngest } from "./library"
 import { KeyPanel, setupLock, showLock } from "./lock";
 import { renderMemory } from "./memory";
 import { setupPaneTabs } from "./panes";
-import { checkLibraryHealth, setupSettings } from "./settings";
+import { checkLibraryHealth, fillEmbedderPicker, setupSettings } from "./settings";
 
 const tracker = new IngestTracker();
 /** The status last read, and whether the collection's history was put on screen since it opened. */
@@ -82,6 +82,7 @@ async function refreshStatus() {
   if (s.engine.state === "failed" && said.length === 0) said.push(s.engine.reason);
   problems.show(said, s.missing_models);
   byId("ocr-model-line").textContent = s.ocr_model ? t("settings.ocrModel", { model: s.ocr_model }) : t("settings.ocrMissing");
+  fillEmbedderPicker(s);
   if (engine === "ready" && !historyShown) {
     historyShown = true;
     void loadHistory();

@@ -1,6 +1,6 @@
 import page from "../index.html?raw";
 import type { InstalledModel } from "./api";
-import { fillModelPicker, NO_DRAFT } from "./settings";
+import { fillEmbedderPicker, fillModelPicker, NO_DRAFT } from "./settings";
 
 const models: InstalledModel[] = [
   { path: "/m/qwen-1.5b.gguf", name: "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M", file_bytes: 1_100_000_000, memory_bytes: 1_400_000_000, fits: true },
@@ -51,5 +51,33 @@ describe("the model pickers", () => {
     expect(pathBox("draft").value).toBe("");
     choose("");
     expect(other("draft").hidden).toBe(false);
+  });
+});
+
+describe("the search model picker", () => {
+  const embedders = ["all-minilm-l6-v2", "multilingual-e5-small"];
+  const picker = () => document.getElementById("embedder-select") as HTMLSelectElement;
+  const button = () => document.getElementById("change-embedder-button") as HTMLButtonElement;
+
+  it("says which model the library is searched with and offers another, the button off until one is picked", () => {
+    fillEmbedderPicker({ embedder: "all-minilm-l6-v2", embedders, ingesting: false });
+    expect(document.getElementById("embedder-line")!.textContent).toBe("This library is searched with all-minilm-l6-v2.");
+    expect([...picker().options].map((o) => o.value)).toEqual(embedders);
+    expect(picker().value).toBe("all-minilm-l6-v2");
+    expect(button().disabled).toBe(true);
+    picker().value = "multilingual-e5-small";
+    picker().dispatchEvent(new Event("change"));
+    expect(button().disabled).toBe(false);
+  });
+
+  it("keeps the model picked across a status refresh, and offers nothing while files are added or the library is closed", () => {
+    fillEmbedderPicker({ embedder: "all-minilm-l6-v2", embedders, ingesting: false });
+    picker().value = "multilingual-e5-small";
+    fillEmbedderPicker({ embedder: "all-minilm-l6-v2", embedders, ingesting: true });
+    expect(picker().value).toBe("multilingual-e5-small");
+    expect(button().disabled).toBe(true);
+    fillEmbedderPicker({ embedder: null, embedders, ingesting: false });
+    expect(document.getElementById("embedder-line")!.textContent).toBe("");
+    expect(button().disabled).toBe(true);
   });
 });

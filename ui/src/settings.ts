@@ -1,6 +1,6 @@
 // The Settings dialog: models (answer and draft pickers), watched folders, collections, the key
 // (backup, restore, rotation), the local API, the library's health check and repair, history.
-import { api, errorText, type IngestSummary, type InstalledModel, type LibraryHealth } from "./api";
+import { api, errorText, type AppStatus, type IngestSummary, type InstalledModel, type LibraryHealth } from "./api";
 import { byId, el, sayingErrorsIn } from "./dom";
 import { formatBytes } from "./format";
 import { LANGUAGE_NAMES, languageOf, t, type Language } from "./i18n";
@@ -46,6 +46,21 @@ export function fillLanguagePicker(choice: { chosen: string | null; system: stri
     ...(Object.entries(LANGUAGE_NAMES) as [Language, string][]).map(([tag, name]) => el("option", { text: name, attrs: { value: tag, lang: tag } })),
   );
   select.value = choice.chosen ?? "";
+}
+
+/// Says which embedder the open library is searched with and offers the others installed; the
+/// button embeds the library again with the one picked (not while it is the one in use, nor
+/// while files are being added).
+export function fillEmbedderPicker(s: Pick<AppStatus, "embedder" | "embedders" | "ingesting">) {
+  const select = byId<HTMLSelectElement>("embedder-select");
+  const button = byId<HTMLButtonElement>("change-embedder-button");
+  byId("embedder-line").textContent = s.embedder ? t("settings.embedderNow", { name: s.embedder }) : "";
+  const picked = select.value;
+  select.replaceChildren(...s.embedders.map((name) => el("option", { text: name, attrs: { value: name } })));
+  select.value = s.embedders.includes(picked) ? picked : (s.embedder ?? "");
+  const usable = () => !!s.embedder && !!select.value && select.value !== s.embedder && !s.ingesting;
+  button.disabled = !usable();
+  select.onchange = () => (button.disabled = !usable());
 }
 
 /// Opens the settings at their Library health part and checks the library (the offer made
@@ -135,6 +150,12 @@ export function setupSettings(hooks: SettingsHooks) {
     const n = await api.rotateKey();
     byId("key-message").textContent = t("key.rotated", { n });
     await hooks.showKeyInfo();
+  }));
+  byId("change-embedder-button").addEventListener("click", guard(async () => {
+    const embedder = byId<HTMLSelectElement>("embedder-select").value;
+    dialog.close();
+    await hooks.addPaths(() => api.changeEmbedder(embedder));
+    await hooks.refreshStatus();
   }));
   setupLibraryHealth(guard, hooks.refreshStatus);
   byId("clear-history-button").addEventListener("click", guard(async () => {

@@ -68,6 +68,14 @@ enum Command {
     },
     /// Compact the knowledge base's files and delete old versions; prints the size before and after.
     Optimize,
+    /// Embed every passage again with another embedding model (multilingual-e5-small for
+    /// documents in other languages than English). The library answers as it is until the new
+    /// index holds every document; stopped, the next run goes on where this one stopped.
+    Reindex {
+        /// The embedding model: a known name (see `quire models`) or a model folder.
+        #[arg(long)]
+        embedder: String,
+    },
     /// Ask a question; the answer streams in, then its sources (file, page, passage).
     Ask {
         question: String,
@@ -246,6 +254,7 @@ async fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Check => check().await,
         Command::Repair { paths } => repair(paths).await,
+        Command::Reindex { embedder } => reindex(&embedder).await,
         Command::Optimize => {
             let config = existing_collection()?;
             let dir = config.data_dir.clone();
@@ -433,6 +442,40 @@ async fn ingest(paths: Vec<PathBuf>, stats: bool, follow_links: bool) -> Result<
         print_stats(&report);
     }
     Ok(summarise(&report))
+}
+
+async fn reindex(embedder: &str) -> Result<ExitCode> {
+    let target = match PathBuf::from(embedder) {
+        folder if folder.is_dir() => folder,
+        _ => quire_models::find(embedder)?.location()?,
+    };
+    let config = existing_collection()?;
+    let engine = Engine::open(config.clone()).await?;
+    let before = engine.embedder_name().to_string();
+    let started = std::time::Instant::now();
+    let bar = progress_bar();
+    let change = {
+        let mut on_event = |event: Event| show_ingest_event(&bar, event);
+        engine.change_embedder(&target, &mut on_event, &Cancel::new()).await?
+    };
+    bar.finish_and_clear();
+    drop(engine);
+    // Opening the library again moves the whole new index in.
+    let engine = Engine::open(config).await?;
+    anyhow::ensure!(
+        quire_engine::change_waiting(&engine.config().data_dir).is_none(),
+        "the new index was made, but documents were added or removed meanwhile (by the app or \
+         `quire watch`): run `quire reindex --embedder {embedder}` again to bring it up to date"
+    );
+    println!(
+        "The library is now searched with {} (before: {before}): {} documents embedded again, {} passages ({} computed) in {:.0} s.",
+        change.embedder,
+        change.documents,
+        change.chunks,
+        change.embedded,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_stats(report: &quire_engine::IngestReport) {

@@ -702,21 +702,7 @@ async fn prepare(
         known.insert(hashes[i].clone(), vector);
     }
     progress(on_event, FileStage::Storing, chunks.len(), chunks.len());
-    let records: Vec<ChunkRecord> = chunks
-        .iter()
-        .zip(&hashes)
-        .map(|(c, hash)| ChunkRecord {
-            doc_id: doc_id.clone(),
-            hash: hash.clone(),
-            seq: c.seq,
-            page: c.page,
-            start: c.start as u64,
-            end: c.end as u64,
-            tokens: c.tokens as u32,
-            text: c.text.clone(),
-            vector: known[hash].clone(),
-        })
-        .collect();
+    let records = stored_chunks(&doc_id, &chunks, &hashes, &known);
     let record = DocumentRecord {
         doc_id,
         path: path_str,
@@ -735,6 +721,30 @@ async fn prepare(
         unreadable_pages: doc.unreadable_pages,
         pages_resumed,
     })))
+}
+
+/// The rows of `doc_id`'s passages, `chunks` with their text hashes and the vectors `known` by hash.
+pub(crate) fn stored_chunks(
+    doc_id: &str,
+    chunks: &[quire_ingest::Chunk],
+    hashes: &[String],
+    known: &HashMap<String, Vec<f32>>,
+) -> Vec<ChunkRecord> {
+    chunks
+        .iter()
+        .zip(hashes)
+        .map(|(c, hash)| ChunkRecord {
+            doc_id: doc_id.to_owned(),
+            hash: hash.clone(),
+            seq: c.seq,
+            page: c.page,
+            start: c.start as u64,
+            end: c.end as u64,
+            tokens: c.tokens as u32,
+            text: c.text.clone(),
+            vector: known[hash].clone(),
+        })
+        .collect()
 }
 
 /// Modification times this close to the time a file was read are not trusted to tell an edit.

@@ -12,6 +12,7 @@ mod context;
 pub mod conversation;
 mod discovery;
 mod disk_full;
+mod embedder_change;
 mod events;
 pub mod health;
 pub mod history;
@@ -50,6 +51,7 @@ pub use config::{
 };
 pub use conversation::Turn;
 pub use discovery::{discover_files, LINK_NOT_FOLLOWED};
+pub use embedder_change::{change_waiting, EmbedderChange};
 pub use events::{Answer, AnswerTiming, Cancel, Cancelled, Citation, Declined, Event, Source};
 pub use ingestion::{FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
 pub use jobs::{Job, JobState};
@@ -112,6 +114,8 @@ impl Engine {
     /// an older, unencrypted Quire) left is resealed before this returns.
     pub async fn open(mut config: EngineConfig) -> Result<Engine> {
         let models_dir = quire_models::models_dir()?;
+        // A new embedder's index made whole since the library last opened takes over now.
+        embedder_change::switch_if_whole(&config.data_dir).await?;
         let made_before = KnowledgeBase::made_in(&config.data_dir);
         config.embedder_dir =
             library_embedder::for_library(&config.data_dir, &config.embedder_dir, made_before, &models_dir)?;

@@ -15,9 +15,8 @@ const BEFORE_THE_RECORD: &str = "all-minilm-l6-v2";
 /// known model's folder in `models`, or the folder the record names), else `configured` for a
 /// library with nothing in it yet, else all-MiniLM-L6-v2 (a library from before the record).
 pub(crate) fn for_library(data_dir: &Path, configured: &Path, has_documents: bool, models: &Path) -> Result<PathBuf> {
-    let recorded = std::fs::read_to_string(data_dir.join(RECORD)).ok().map(|t| t.trim().to_string());
-    let name = match recorded {
-        Some(name) if !name.is_empty() => name,
+    let name = match recorded(data_dir) {
+        Some(name) => name,
         _ if !has_documents => return Ok(configured.to_path_buf()),
         _ => BEFORE_THE_RECORD.to_string(),
     };
@@ -41,8 +40,14 @@ pub(crate) fn record(data_dir: &Path, embedder_dir: &Path, models: &Path) -> Res
         .with_context(|| format!("cannot write {}", file.display()))
 }
 
+/// The embedder the library (or staged index) in `data_dir` records, if any.
+pub(crate) fn recorded(data_dir: &Path) -> Option<String> {
+    let name = std::fs::read_to_string(data_dir.join(RECORD)).ok()?;
+    Some(name.trim().to_string()).filter(|n| !n.is_empty())
+}
+
 /// A known model by its name, any other folder by its path.
-fn name_of(embedder_dir: &Path, models: &Path) -> String {
+pub(crate) fn name_of(embedder_dir: &Path, models: &Path) -> String {
     match quire_models::KNOWN_MODELS.iter().find(|m| m.location_in(models) == embedder_dir) {
         Some(known) => known.name.to_string(),
         None => embedder_dir.display().to_string(),

@@ -42,7 +42,7 @@ use ts_rs::TS;
 pub use damage::{explained, is_damaged, plain_damage, Damaged, DAMAGED};
 pub use fusion::{fuse, Fusion, DEFAULT_FUSION, RRF_K};
 pub use quire_vault::{DataKey, Protection};
-pub use read::paths_of_documents;
+pub use read::{documents_version, paths_of_documents};
 pub use repair::{check_tables, plural, quiet_caught_panics, repair_tables, Mend, TableCheck, TableRepair};
 
 /// Below this many chunks an exact scan is fast (a few ms) and an ANN index would not pay.

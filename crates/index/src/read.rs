@@ -271,3 +271,10 @@ pub async fn paths_of_documents(
     })
     .await
 }
+
+/// The version of the documents table in the data folder `dir`, read without opening the
+/// knowledge base: every write to the list of documents (an ingestion, a removal) makes a new
+/// one, so an unchanged version says the list is as it was.
+pub async fn documents_version(dir: &std::path::Path) -> Result<u64> {
+    crate::damage::at_boundary(async move { Ok(crate::repair::open(dir, DOCUMENTS).await?.version().await?) }).await
+}

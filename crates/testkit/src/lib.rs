@@ -20,6 +20,22 @@ pub fn sample_docs() -> PathBuf {
     dir.canonicalize().expect("canonical sample-docs path")
 }
 
+/// Three short German notes in a new temporary folder (a printer, leave requests, the package
+/// manager), for the tests of search across languages: each is found by a question in another
+/// language only by its meaning.
+pub fn german_notes() -> tempfile::TempDir {
+    let notes = [
+        ("pakete.md", "# Paketverwaltung\n\nDer Paketmanager lädt für jede Paketquelle die Datei Packages herunter und prüft ihre Signatur, bevor er Pakete installiert.\n"),
+        ("drucker.md", "# Drucker\n\nDer Farbdrucker im zweiten Stock druckt nur noch schwarz; die Tonerkassette für Cyan muss ersetzt werden.\n"),
+        ("urlaub.md", "# Urlaub\n\nUrlaubsanträge werden spätestens vier Wochen vorher bei der Personalabteilung eingereicht.\n"),
+    ];
+    let tmp = tempfile::tempdir().expect("temp dir");
+    for (name, text) in notes {
+        std::fs::write(tmp.path().join(name), text).expect("a note written");
+    }
+    tmp
+}
+
 /// Copies `names` (files or folders, relative to the sample documents) into a new temporary folder.
 pub fn copy_samples(names: &[&str]) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().expect("temp dir");

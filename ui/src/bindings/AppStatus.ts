@@ -10,6 +10,14 @@ export type AppStatus = { home: string, collection: string, collections: Array<s
  */
 draft_model: ModelChoice | null, model_loaded: boolean, 
 /**
+ * The embedding model the open library is searched with (its name).
+ */
+embedder: string | null, 
+/**
+ * The embedding models installed, by name: those a library can be embedded again with.
+ */
+embedders: Array<string>, 
+/**
  * Where the loaded answer model runs: "CPU", "CUDA GPU" or "Metal GPU".
  */
 model_runs_on: string | null, 
