@@ -77,6 +77,9 @@ enum BenchCommand {
     Embed(crate::embed_bench::EmbedArgs),
     /// OCR against tesseract on the same page images: character error rate and seconds per page.
     Ocr(crate::ocr_bench::OcrArgs),
+    /// The CPU decoder's KV cache in f32 and in 8 bits: bytes a token, and decoding's tokens/s
+    /// after prompts of 1k, 4k and 16k tokens, alternated rounds.
+    Kv(crate::kv_bench::KvArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<()> {
@@ -89,6 +92,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         Some(BenchCommand::Ttft(args)) => return crate::ttft::run(args).await,
         Some(BenchCommand::Embed(args)) => return crate::embed_bench::run(args),
         Some(BenchCommand::Ocr(args)) => return crate::ocr_bench::run(args),
+        Some(BenchCommand::Kv(args)) => return crate::kv_bench::run(args),
         None => {}
     }
     let docs_dir = match args.docs {

@@ -7,6 +7,7 @@ mod bench;
 mod bench_inputs;
 mod embed_bench;
 mod eval;
+mod kv_bench;
 mod ocr_bench;
 mod speculative;
 mod sustained;

@@ -14,8 +14,8 @@ use ts_rs::TS;
 
 use crate::decoder::Placement;
 
-/// Bytes per element of the KV cache of mistral.rs (BF16 on the CPU); Quire's decoder's is
-/// `Placement::kv_dtype`.
+/// Bytes per element of the KV cache of mistral.rs (BF16 on the CPU); Quire's decoder's row
+/// is `Placement::kv_row_bytes`.
 const MISTRAL_KV_ELEMENT_BYTES: u64 = 2;
 /// Values of room candle's CUDA backend adds after each quantized matrix it holds
 /// (`MATRIX_ROW_PADDING`, private to its CUDA build).
@@ -101,14 +101,14 @@ impl ModelFootprint {
         let context_length = number("context_length").unwrap_or(4096);
 
         let own_decoder = crate::OWN_DECODER_ARCHITECTURES.contains(&arch.as_str());
-        let (weights_bytes, gpu_weights_bytes, kv_element_bytes) = if own_decoder {
+        let (weights_bytes, gpu_weights_bytes, kv_row_bytes) = if own_decoder {
             let held = DecoderBytes::of(&content, placement);
             let in_process = held.own_matrices + held.tables;
-            let kv_element_bytes = placement.kv_dtype().size_in_bytes() as u64;
+            let kv_row_bytes = placement.kv_row_bytes(head_dim as usize) as u64;
             if placement.own_memory() {
-                (in_process, held.candle_tensors, kv_element_bytes)
+                (in_process, held.candle_tensors, kv_row_bytes)
             } else {
-                (in_process + held.candle_tensors, 0, kv_element_bytes)
+                (in_process + held.candle_tensors, 0, kv_row_bytes)
             }
         } else {
             let quantized: u64 = content.tensor_infos.values().map(stored_bytes).sum();
@@ -120,14 +120,14 @@ impl ModelFootprint {
                 content.tensor_infos.get("token_embd.weight").map(stored_bytes).unwrap_or(0)
             };
             let rotary = context_length * head_dim * 4;
-            (quantized + embedding_f32 + tied_output + rotary, 0, MISTRAL_KV_ELEMENT_BYTES)
+            (quantized + embedding_f32 + tied_output + rotary, 0, MISTRAL_KV_ELEMENT_BYTES * head_dim)
         };
         Ok(ModelFootprint {
             architecture: arch,
             file_bytes,
             weights_bytes,
             gpu_weights_bytes,
-            kv_bytes_per_token: 2 * layers * kv_heads * head_dim * kv_element_bytes,
+            kv_bytes_per_token: 2 * layers * kv_heads * kv_row_bytes,
             context_length: context_length as u32,
             layers: layers as u32,
         })
@@ -242,6 +242,11 @@ mod tests {
         assert!(device.own_matrices < kernels.own_matrices / 4, "{kernels:?} {device:?}");
         let cpu = ModelFootprint::of_gguf(&path).unwrap();
         assert_eq!(cpu.weights_bytes, kernels.own_matrices + kernels.tables);
-        assert_eq!(cpu.kv_bytes_per_token, 2 * 30 * 3 * 64 * 4);
+        let row = crate::decoder::KvPrecision::in_use().row_bytes(64) as u64;
+        assert_eq!(cpu.kv_bytes_per_token, 2 * 30 * 3 * row);
+        // As the kernels' own cache holds it (a whole number of key blocks).
+        let (content, mut reader) = open_gguf(&path).unwrap();
+        let network = crate::decoder::Transformer::from_gguf(&path, &content, &mut reader).unwrap();
+        assert_eq!(cpu.kv_bytes(112), network.new_cache(112).bytes() as u64);
     }
 }

@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 
 use candle_core::Device;
-use quire_llm::decoder::{Cache, Decoder, DeviceTransformer, Network, Placement, Speculation, Transformer};
+use quire_llm::decoder::{
+    Cache, Decoder, DeviceTransformer, KvPrecision, Network, Placement, Speculation, Transformer,
+};
 use quire_llm::{GenerationRequest, Progress};
 
 fn tiny() -> std::path::PathBuf {
@@ -72,40 +74,81 @@ fn the_prompt_reports_its_progress_before_the_first_text() {
     assert_eq!(unwatched.generation.text, watched.generation.text);
 }
 
+/// In either precision of the cache (what speculation rests on: a rejected draft cut back, a
+/// batch and one token at a time giving the same bits).
 #[test]
 fn cutting_the_cache_back_gives_the_logits_of_a_fresh_run() {
     let model = Transformer::load(&tiny()).unwrap();
     let tokens: Vec<u32> = (100..140).collect();
-    let mut fresh = model.new_cache(64);
-    let expected = model.forward(&tokens, &mut fresh, 39).unwrap();
+    for precision in [KvPrecision::F32, KvPrecision::Int8] {
+        let mut fresh = model.new_cache_in(precision, 64);
+        let expected = model.forward(&tokens, &mut fresh, 39).unwrap();
 
-    let mut cache = model.new_cache(64);
-    model.forward(&tokens[..30], &mut cache, usize::MAX).unwrap();
-    // Rejected drafts: run five wrong tokens, then cut them off.
-    model.forward(&[7, 7, 7, 7, 7], &mut cache, 0).unwrap();
-    cache.truncate(30);
-    assert_eq!(cache.len(), 30);
-    // The rest in one batch: the last token's logits equal the fresh single run bit for bit.
-    let again = model.forward(&tokens[30..], &mut cache, 9).unwrap();
-    assert_eq!(again, expected);
-    // And one token at a time gives the same again.
-    cache.truncate(39);
-    let single = model.forward(&tokens[39..], &mut cache, 0).unwrap();
-    assert_eq!(single, expected);
+        let mut cache = model.new_cache_in(precision, 64);
+        model.forward(&tokens[..30], &mut cache, usize::MAX).unwrap();
+        // Rejected drafts: run five wrong tokens, then cut them off.
+        model.forward(&[7, 7, 7, 7, 7], &mut cache, 0).unwrap();
+        cache.truncate(30);
+        assert_eq!(cache.len(), 30);
+        // The rest in one batch: the last token's logits equal the fresh single run bit for bit.
+        let again = model.forward(&tokens[30..], &mut cache, 9).unwrap();
+        assert_eq!(again, expected, "{precision:?}");
+        // And one token at a time gives the same again.
+        cache.truncate(39);
+        let single = model.forward(&tokens[39..], &mut cache, 0).unwrap();
+        assert_eq!(single, expected, "{precision:?}");
+    }
+}
+
+/// The 8-bit cache against the f32 one over the same text: the logits near, the next token the
+/// same nearly everywhere, in about a quarter of the memory (the rows' bytes and their scales).
+#[test]
+fn an_eight_bit_cache_stays_near_the_f32_cache_in_a_quarter_of_the_memory() {
+    let path = tiny();
+    let (content, mut reader) = quire_llm::decoder::open_gguf(&path).unwrap();
+    let model = Transformer::from_gguf(&path, &content, &mut reader).unwrap();
+    let text = quire_llm::decoder::ChatText::from_gguf(&path, &content).unwrap();
+    let tokens = text
+        .encode("The heron nests by the north pond every spring, and the kingfisher waits by the weir for small fish. In autumn both birds move south along the river, past the mill and the old stone bridge, and the pond freezes over by the first week of December.")
+        .unwrap();
+    let vocab = model.config.vocab;
+    let (mut wide, mut narrow) =
+        (model.new_cache_in(KvPrecision::F32, 128), model.new_cache_in(KvPrecision::Int8, 128));
+    let f32_logits = model.forward(&tokens, &mut wide, 0).unwrap();
+    let int8_logits = model.forward(&tokens, &mut narrow, 0).unwrap();
+    let spread = f32_logits.iter().map(|v| v.abs()).fold(0f32, f32::max);
+    let mean = f32_logits.iter().zip(&int8_logits).map(|(a, b)| (a - b).abs()).sum::<f32>() / f32_logits.len() as f32;
+    let best = |row: &[f32]| row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+    let agree = (0..tokens.len())
+        .filter(|&t| best(&f32_logits[t * vocab..(t + 1) * vocab]) == best(&int8_logits[t * vocab..(t + 1) * vocab]))
+        .count();
+    eprintln!(
+        "8-bit cache: logits differ by {:.3} % of their range on average; next token the same at {agree} of {}",
+        100.0 * mean / spread,
+        tokens.len()
+    );
+    assert!(mean < 0.01 * spread, "the 8-bit cache moves the logits by {mean} on average (range {spread})");
+    assert!(agree * 10 >= tokens.len() * 9, "the next token agrees at {agree} of {} positions", tokens.len());
+    // SmolLM2's heads are 64 wide: 64 bytes and two 4-byte scales a row against 256.
+    assert_eq!(narrow.bytes() * 256, wide.bytes() * 72);
 }
 
 #[test]
 fn a_cache_moved_to_other_buffers_gives_the_same_logits() {
     let model = Transformer::load(&tiny()).unwrap();
     let tokens: Vec<u32> = (200..260).collect();
-    let mut fresh = model.new_cache(64);
-    let expected = model.forward(&tokens, &mut fresh, 59).unwrap();
-    for room in [60, 64, 100, 200] {
-        let mut cache = model.new_cache(64);
-        model.forward(&tokens[..41], &mut cache, usize::MAX).unwrap();
-        let mut moved = cache.with_room(room);
-        assert_eq!((moved.len(), moved.capacity() >= room), (41, true));
-        assert_eq!(model.forward(&tokens[41..], &mut moved, 18).unwrap(), expected, "room {room}");
+    for precision in [KvPrecision::F32, KvPrecision::Int8] {
+        let mut fresh = model.new_cache_in(precision, 64);
+        let expected = model.forward(&tokens, &mut fresh, 59).unwrap();
+        for room in [60, 64, 100, 200] {
+            let mut cache = model.new_cache_in(precision, 64);
+            model.forward(&tokens[..41], &mut cache, usize::MAX).unwrap();
+            let mut moved = cache.with_room(room);
+            assert_eq!((moved.len(), moved.capacity() >= room), (41, true));
+            assert_eq!(moved.precision(), precision);
+            let logits = model.forward(&tokens[41..], &mut moved, 18).unwrap();
+            assert_eq!(logits, expected, "{precision:?}, room {room}");
+        }
     }
 }
 
@@ -417,7 +460,8 @@ fn the_candle_network_matches_the_cpu_kernels_and_does_not_depend_on_batching() 
         .unwrap()[..40]
         .to_vec();
     let vocab = cpu.config.vocab;
-    let expected = cpu.forward(&tokens, &mut cpu.new_cache(64), 0).unwrap();
+    // candle's CPU device keeps its cache in f32: compared with the kernels' f32 cache.
+    let expected = cpu.forward(&tokens, &mut cpu.new_cache_in(KvPrecision::F32, 64), 0).unwrap();
     let best = |row: &[f32]| row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
     let same = |a: &[f32], b: &[f32], what: &str| {
         let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
@@ -470,24 +514,31 @@ fn the_candle_network_matches_the_cpu_kernels_and_does_not_depend_on_batching() 
 /// A Q4_K_M model (Qwen2.5-Coder-0.5B: its matrices in Q4_K and Q6_K, the kernels' own
 /// formats, where the tiny model's are widened to Q8_0): a 48-token prompt through the panels
 /// and the same tokens one at a time through the tiles give the same last logits, and their
-/// bits are the ones recorded on x86-64 (AVX-512 VNNI, 2026-12-05). Every kernel set gives them:
-/// `QUIRE_KERNELS=avx2` or `portable` here, NEON under qemu (tools/test-aarch64.sh).
+/// bits are the ones recorded on x86-64 (AVX-512 VNNI; with the f32 cache 2026-12-05, with the
+/// 8-bit cache 2026-12-07). Every kernel set gives them: `QUIRE_KERNELS=avx2` or `portable`
+/// here, NEON under qemu (tools/test-aarch64.sh).
 #[test]
 #[ignore = "full tier (scripts/test.sh --full): the 0.5B model"]
 fn a_q4_k_m_model_gives_the_recorded_logits_by_panels_and_by_tiles() {
     let model = Transformer::load(&quire_testkit::model(&quire_models::QWEN_0_5B)).unwrap();
     let tokens: Vec<u32> = (0..48).map(|i| 1000 + i * 37).collect();
-    let mut cache = model.new_cache(64);
-    let batched = model.forward(&tokens, &mut cache, 47).unwrap();
-    let mut cache = model.new_cache(64);
-    for t in &tokens[..47] {
-        model.forward(&[*t], &mut cache, usize::MAX).unwrap();
+    for (precision, recorded) in [(KvPrecision::F32, 12481446713971128534u64), (KvPrecision::Int8, INT8_DIGEST)] {
+        let mut cache = model.new_cache_in(precision, 64);
+        let batched = model.forward(&tokens, &mut cache, 47).unwrap();
+        let mut cache = model.new_cache_in(precision, 64);
+        for t in &tokens[..47] {
+            model.forward(&[*t], &mut cache, usize::MAX).unwrap();
+        }
+        let alone = model.forward(&tokens[47..], &mut cache, 0).unwrap();
+        assert!(batched.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()), "panels and tiles differ");
+        let digest =
+            batched.iter().fold(0xcbf29ce484222325u64, |h, v| (h ^ v.to_bits() as u64).wrapping_mul(0x100000001b3));
+        let best = batched.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+        let (kernels, cache) = (quire_llm::decoder::kernel_name(), precision.name());
+        println!("kernels {kernels}, {cache} cache: logits digest {digest}, best token {best}");
+        assert_eq!(digest, recorded, "the logits' bits differ from x86-64's ({cache} cache)");
     }
-    let alone = model.forward(&tokens[47..], &mut cache, 0).unwrap();
-    assert!(batched.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()), "panels and tiles differ");
-    let digest =
-        batched.iter().fold(0xcbf29ce484222325u64, |h, v| (h ^ v.to_bits() as u64).wrapping_mul(0x100000001b3));
-    let best = batched.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
-    println!("kernels {}: logits digest {digest}, best token {best}", quire_llm::decoder::kernel_name());
-    assert_eq!(digest, 12481446713971128534, "the logits' bits differ from x86-64's");
 }
+
+/// The logits' digest of the test above with the 8-bit cache, as x86-64 gives it.
+const INT8_DIGEST: u64 = 4472693488319759;

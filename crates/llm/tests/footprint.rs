@@ -5,11 +5,13 @@ use quire_llm::ModelFootprint;
 
 #[test]
 fn footprints_of_the_default_and_tiny_models() {
-    // Both run on Quire's decoder: weights as stored (Q4_K/Q6_K stay), f32 cache.
+    // Both run on Quire's decoder: weights as stored (Q4_K/Q6_K stay), its cache's rows as
+    // `KvPrecision` keeps them (f32 by default, 8 bits and their scales by choice).
+    let row = |head_dim: usize| quire_llm::decoder::KvPrecision::in_use().row_bytes(head_dim) as u64;
     let qwen = ModelFootprint::of_gguf(&quire_testkit::model(&quire_models::QWEN_1_5B)).unwrap();
-    // Qwen2.5-1.5B: 28 layers, 2 KV heads of 128 → 2 × 28 × 2 × 128 × 4 bytes.
+    // Qwen2.5-1.5B: 28 layers, 2 KV heads of 128 → 2 × 28 × 2 rows of 128 values.
     assert_eq!((qwen.architecture.as_str(), qwen.layers), ("qwen2", 28));
-    assert_eq!(qwen.kv_bytes_per_token, 2 * 28 * 2 * 128 * 4);
+    assert_eq!(qwen.kv_bytes_per_token, 2 * 28 * 2 * row(128));
     // All its matrices are Q4_K or Q6_K: in memory as in the file, plus ~141 MB of tokenizer and
     // grammar tables for its 151,936 tokens.
     let tables = 151_936 * 930;
@@ -24,7 +26,7 @@ fn footprints_of_the_default_and_tiny_models() {
     let tiny = ModelFootprint::of_gguf(&quire_testkit::model(&quire_models::SMOLLM2)).unwrap();
     // SmolLM2-135M: 30 layers, 3 KV heads of 64.
     assert_eq!((tiny.architecture.as_str(), tiny.layers), ("llama", 30));
-    assert_eq!(tiny.kv_bytes_per_token, 2 * 30 * 3 * 64 * 4);
+    assert_eq!(tiny.kv_bytes_per_token, 2 * 30 * 3 * row(64));
     assert_eq!(tiny.kv_bytes(1000), tiny.kv_bytes_per_token * 1000);
 }
 

@@ -68,12 +68,79 @@ fn weighted_values_by(set: KernelSet, weights: &[f32], values: &[f32], hd: usize
     }
 }
 
+/// Dimensions that share one scale in the 8-bit cache (as llama.cpp's `q8_0`: an outlier
+/// dimension coarsens only its own block's steps).
+pub const SCALE_BLOCK: usize = 32;
+
+/// `scores` over keys cached in 8 bits, each position's dimensions in blocks of `SCALE_BLOCK`
+/// with a scale each: `key_scales` holds, per block of `KEY_BLOCK` positions, each dimension
+/// block's 16 scales. A score is `Σ_b (queries[h] · keys[p] over block b) × scale_b`, then
+/// times `scale`: each block's dot product the chain of fused multiply-adds `scores` runs, over
+/// the keys widened to f32 (exactly), the blocks added by fused multiply-adds in order.
+pub fn scores_i8(queries: &[f32], keys: &[i8], key_scales: &[f32], hd: usize, scale: f32, scores: &mut [f32]) {
+    scores_i8_by(KernelSet::in_use(), queries, keys, key_scales, hd, scale, scores)
+}
+
+fn scores_i8_by(
+    set: KernelSet,
+    queries: &[f32],
+    keys: &[i8],
+    key_scales: &[f32],
+    hd: usize,
+    scale: f32,
+    scores: &mut [f32],
+) {
+    let group = queries.len() / hd;
+    let seen = scores.len() / group.max(1);
+    let blocks = seen.next_multiple_of(KEY_BLOCK);
+    assert!(keys.len() >= blocks * hd && key_scales.len() >= blocks * hd.div_ceil(SCALE_BLOCK));
+    assert!(scores.len() == group * seen);
+    match set {
+        // SAFETY: the build targets AVX2 and FMA (the cfg); bounds are checked above. AVX-512's
+        // wider lanes would give the same bits; 8-bit keys are read at AVX2's width.
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        KernelSet::Avx512Vnni | KernelSet::Avx2 | KernelSet::AvxVnni => unsafe {
+            avx2_i8::scores_i8(queries, keys, key_scales, hd, group, seen, scale, scores)
+        },
+        _ => plain::scores_i8(queries, keys, key_scales, hd, group, seen, scale, scores),
+    }
+}
+
+/// `weighted_values` over values cached in 8 bits with a scale per `SCALE_BLOCK` dimensions
+/// (`value_scales`: per position, its blocks' scales): each position's weight times its block's
+/// scale, then the same chains as `weighted_values`' over the values widened to f32.
+pub fn weighted_values_i8(weights: &[f32], values: &[i8], value_scales: &[f32], hd: usize, out: &mut [f32]) {
+    weighted_values_i8_by(KernelSet::in_use(), weights, values, value_scales, hd, out)
+}
+
+fn weighted_values_i8_by(
+    set: KernelSet,
+    weights: &[f32],
+    values: &[i8],
+    value_scales: &[f32],
+    hd: usize,
+    out: &mut [f32],
+) {
+    let group = out.len() / hd;
+    let seen = weights.len() / group.max(1);
+    assert!(values.len() >= seen * hd && value_scales.len() >= seen * hd.div_ceil(SCALE_BLOCK));
+    assert!(weights.len() == group * seen);
+    match set {
+        // SAFETY: as in `scores_i8`.
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        KernelSet::Avx512Vnni | KernelSet::Avx2 | KernelSet::AvxVnni => unsafe {
+            avx2_i8::weighted_values_i8(weights, values, value_scales, hd, group, seen, out)
+        },
+        _ => plain::weighted_values_i8(weights, values, value_scales, hd, group, seen, out),
+    }
+}
+
 /// The sums every kernel set computes, one lane at a time in plain Rust: a score is a chain of
 /// fused multiply-adds over the dimensions, from zero, then times the scale; a weighted value
 /// a chain over the positions, fused for the dimensions that fill vectors of 8 and plain
 /// (multiply, then add) for the last `hd % 8`, as the AVX2 loops do.
 mod plain {
-    use super::KEY_BLOCK;
+    use super::{KEY_BLOCK, SCALE_BLOCK};
 
     pub fn scores(q: &[f32], keys: &[f32], hd: usize, group: usize, seen: usize, scale: f32, out: &mut [f32]) {
         for p in 0..seen {
@@ -96,6 +163,60 @@ mod plain {
                 let v = &values[p * hd..(p + 1) * hd];
                 for c in 0..hd {
                     o[c] = if c < fused { wp.mul_add(v[c], o[c]) } else { o[c] + wp * v[c] };
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn scores_i8(
+        q: &[f32],
+        keys: &[i8],
+        key_scales: &[f32],
+        hd: usize,
+        group: usize,
+        seen: usize,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        let blocks = hd.div_ceil(SCALE_BLOCK);
+        for p in 0..seen {
+            let block = &keys[p / KEY_BLOCK * KEY_BLOCK * hd..];
+            let scales = &key_scales[p / KEY_BLOCK * KEY_BLOCK * blocks..];
+            for h in 0..group {
+                let q = &q[h * hd..(h + 1) * hd];
+                let mut total = 0f32;
+                for b in 0..blocks {
+                    let dims = b * SCALE_BLOCK..((b + 1) * SCALE_BLOCK).min(hd);
+                    let part =
+                        dims.fold(0f32, |acc, d| q[d].mul_add(f32::from(block[d * KEY_BLOCK + p % KEY_BLOCK]), acc));
+                    total = part.mul_add(scales[b * KEY_BLOCK + p % KEY_BLOCK], total);
+                }
+                out[h * seen + p] = total * scale;
+            }
+        }
+    }
+
+    pub fn weighted_values_i8(
+        w: &[f32],
+        values: &[i8],
+        value_scales: &[f32],
+        hd: usize,
+        group: usize,
+        seen: usize,
+        out: &mut [f32],
+    ) {
+        let fused = hd / 8 * 8;
+        let blocks = hd.div_ceil(SCALE_BLOCK);
+        for h in 0..group {
+            let o = &mut out[h * hd..(h + 1) * hd];
+            o.fill(0.0);
+            for p in 0..seen {
+                let v = &values[p * hd..(p + 1) * hd];
+                for c in 0..hd {
+                    let wp = w[h * seen + p] * value_scales[p * blocks + c / SCALE_BLOCK];
+                    let vc = f32::from(v[c]);
+                    o[c] = if c < fused { wp.mul_add(vc, o[c]) } else { o[c] + wp * vc };
                 }
             }
         }
@@ -174,19 +295,46 @@ mod avx2 {
 
     #[inline(always)]
     unsafe fn heads_values<const N: usize>(w: &[f32], values: &[f32], hd: usize, seen: usize, out: &mut [f32]) {
-        heads_values_from::<N>(w, values, hd, seen, out, 0)
+        heads_values_from::<N, f32>(values, hd, seen, out, 0, |h, p, _| w[h * seen + p])
+    }
+
+    /// A value the cache holds, widened to f32 exactly: eight at a time, or one.
+    pub trait Cached: Copy {
+        unsafe fn eight(at: *const Self) -> __m256;
+        fn one(self) -> f32;
+    }
+
+    impl Cached for f32 {
+        #[inline(always)]
+        unsafe fn eight(at: *const f32) -> __m256 {
+            _mm256_loadu_ps(at)
+        }
+        fn one(self) -> f32 {
+            self
+        }
+    }
+
+    impl Cached for i8 {
+        #[inline(always)]
+        unsafe fn eight(at: *const i8) -> __m256 {
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(at as *const __m128i)))
+        }
+        fn one(self) -> f32 {
+            f32::from(self)
+        }
     }
 
     /// `heads_values` for dimensions `from..hd` (each dimension's sum is its own, so where a
-    /// wider kernel did the first ones the rest are as they would be here).
+    /// wider kernel did the first ones the rest are as they would be here), over values of
+    /// either kind, `weight(h, p, c)` head h's weight of position p for dimension c.
     #[inline(always)]
-    pub unsafe fn heads_values_from<const N: usize>(
-        w: &[f32],
-        values: &[f32],
+    pub unsafe fn heads_values_from<const N: usize, T: Cached>(
+        values: &[T],
         hd: usize,
         seen: usize,
         out: &mut [f32],
         from: usize,
+        weight: impl Fn(usize, usize, usize) -> f32,
     ) {
         let wide = from + (hd - from) / 32 * 32;
         let narrow = from + (hd - from) / 8 * 8;
@@ -195,9 +343,9 @@ mod avx2 {
         while c < wide {
             let mut acc = [[_mm256_setzero_ps(); 4]; N];
             for p in 0..seen {
-                let row = [0, 8, 16, 24].map(|i| _mm256_loadu_ps(v.add(p * hd + c + i)));
+                let row = [0, 8, 16, 24].map(|i| T::eight(v.add(p * hd + c + i)));
                 for (h, a) in acc.iter_mut().enumerate() {
-                    let wp = _mm256_set1_ps(w[h * seen + p]);
+                    let wp = _mm256_set1_ps(weight(h, p, c));
                     for i in 0..4 {
                         a[i] = _mm256_fmadd_ps(wp, row[i], a[i]);
                     }
@@ -214,7 +362,7 @@ mod avx2 {
             for h in 0..N {
                 let mut acc = _mm256_setzero_ps();
                 for p in 0..seen {
-                    acc = _mm256_fmadd_ps(_mm256_set1_ps(w[h * seen + p]), _mm256_loadu_ps(v.add(p * hd + c)), acc);
+                    acc = _mm256_fmadd_ps(_mm256_set1_ps(weight(h, p, c)), T::eight(v.add(p * hd + c)), acc);
                 }
                 _mm256_storeu_ps(out.as_mut_ptr().add(h * hd + c), acc);
             }
@@ -224,12 +372,124 @@ mod avx2 {
             for h in 0..N {
                 let mut s = 0f32;
                 for p in 0..seen {
-                    s += w[h * seen + p] * values[p * hd + c];
+                    s += weight(h, p, c) * values[p * hd + c].one();
                 }
                 out[h * hd + c] = s;
             }
             c += 1;
         }
+    }
+}
+
+/// `avx2`'s loops over keys and values cached in 8 bits: each byte widened to f32 (exactly)
+/// where `avx2` loads an f32, then the same chains, block by block of `SCALE_BLOCK` dimensions.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod avx2_i8 {
+    use super::avx2::Cached;
+    use super::{KEY_BLOCK, SCALE_BLOCK};
+    use std::arch::x86_64::*;
+
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn scores_i8(
+        q: &[f32],
+        keys: &[i8],
+        ks: &[f32],
+        hd: usize,
+        group: usize,
+        seen: usize,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        for first in (0..group).step_by(4) {
+            let heads = &q[first * hd..(first + (group - first).min(4)) * hd];
+            let out = &mut out[first * seen..];
+            match heads.len() / hd {
+                1 => heads_scores::<1>(heads, keys, ks, hd, seen, scale, out),
+                2 => heads_scores::<2>(heads, keys, ks, hd, seen, scale, out),
+                3 => heads_scores::<3>(heads, keys, ks, hd, seen, scale, out),
+                _ => heads_scores::<4>(heads, keys, ks, hd, seen, scale, out),
+            }
+        }
+    }
+
+    /// Scores of `N` heads (4 at most: 16 running sums, a block's and the total's, in 16 registers).
+    #[inline(always)]
+    unsafe fn heads_scores<const N: usize>(
+        q: &[f32],
+        keys: &[i8],
+        ks: &[f32],
+        hd: usize,
+        seen: usize,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        let scale = _mm256_set1_ps(scale);
+        let blocks = hd.div_ceil(SCALE_BLOCK);
+        for block in 0..seen.div_ceil(KEY_BLOCK) {
+            let k = keys.as_ptr().add(block * KEY_BLOCK * hd);
+            let s = ks.as_ptr().add(block * KEY_BLOCK * blocks);
+            let mut total = [[_mm256_setzero_ps(); 2]; N];
+            for b in 0..blocks {
+                let mut part = [[_mm256_setzero_ps(); 2]; N];
+                for d in b * SCALE_BLOCK..((b + 1) * SCALE_BLOCK).min(hd) {
+                    let k0 = i8::eight(k.add(d * KEY_BLOCK));
+                    let k1 = i8::eight(k.add(d * KEY_BLOCK + 8));
+                    for (h, a) in part.iter_mut().enumerate() {
+                        let qd = _mm256_broadcast_ss(&*q.as_ptr().add(h * hd + d));
+                        a[0] = _mm256_fmadd_ps(qd, k0, a[0]);
+                        a[1] = _mm256_fmadd_ps(qd, k1, a[1]);
+                    }
+                }
+                let sb = [_mm256_loadu_ps(s.add(b * KEY_BLOCK)), _mm256_loadu_ps(s.add(b * KEY_BLOCK + 8))];
+                for (t, a) in total.iter_mut().zip(&part) {
+                    t[0] = _mm256_fmadd_ps(a[0], sb[0], t[0]);
+                    t[1] = _mm256_fmadd_ps(a[1], sb[1], t[1]);
+                }
+            }
+            let from = block * KEY_BLOCK;
+            let here = (seen - from).min(KEY_BLOCK);
+            for (h, t) in total.iter().enumerate() {
+                let mut lanes = [0f32; KEY_BLOCK];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_mul_ps(t[0], scale));
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), _mm256_mul_ps(t[1], scale));
+                out[h * seen + from..h * seen + from + here].copy_from_slice(&lanes[..here]);
+            }
+        }
+    }
+
+    pub unsafe fn weighted_values_i8(
+        w: &[f32],
+        values: &[i8],
+        vs: &[f32],
+        hd: usize,
+        group: usize,
+        seen: usize,
+        out: &mut [f32],
+    ) {
+        for first in (0..group).step_by(3) {
+            let heads = (group - first).min(3);
+            let (w, out) = (&w[first * seen..(first + heads) * seen], &mut out[first * hd..(first + heads) * hd]);
+            match heads {
+                1 => heads_values::<1>(w, values, vs, hd, seen, out),
+                2 => heads_values::<2>(w, values, vs, hd, seen, out),
+                _ => heads_values::<3>(w, values, vs, hd, seen, out),
+            }
+        }
+    }
+
+    /// `avx2`'s loops over the bytes, a weight times its position's scale of the dimension's block.
+    #[inline(always)]
+    unsafe fn heads_values<const N: usize>(
+        w: &[f32],
+        values: &[i8],
+        vs: &[f32],
+        hd: usize,
+        seen: usize,
+        out: &mut [f32],
+    ) {
+        let blocks = hd.div_ceil(SCALE_BLOCK);
+        let weight = |h: usize, p: usize, c: usize| w[h * seen + p] * vs[p * blocks + c / SCALE_BLOCK];
+        super::avx2::heads_values_from::<N, i8>(values, hd, seen, out, 0, weight)
     }
 }
 
@@ -372,7 +632,9 @@ mod avx512 {
             }
         }
         if wide < hd {
-            super::avx2::heads_values_from::<N>(w, values, hd, seen, out, wide);
+            super::avx2::heads_values_from::<N, f32>(values, hd, seen, out, wide, |h, p, _| {
+                *w.get_unchecked(h * seen + p)
+            });
         }
     }
 }
@@ -536,6 +798,56 @@ mod tests {
                 let mut out = vec![f32::NAN; group * hd];
                 weighted_values_by(set, &w, &v, hd, &mut out);
                 assert_eq!(bits(&out), bits(&plain_values), "weighted values, {} kernels, hd {hd}", set.name());
+            }
+        }
+    }
+
+    /// Over keys and values cached in 8 bits: every kernel set the plain sums' bits, and the
+    /// sums those of the widened keys and values with their blocks' scales, as in f64.
+    #[test]
+    fn eight_bit_keys_and_values_give_the_same_bits_in_every_kernel_set() {
+        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for hd in [64usize, 72, 100, 128] {
+            let (group, seen): (usize, usize) = (7, 37);
+            let (blocks, dim_blocks) = (seen.next_multiple_of(KEY_BLOCK), hd.div_ceil(SCALE_BLOCK));
+            let f = |i: usize, m: usize| ((i * m % 101) as f32 - 50.0) / 37.0;
+            let q: Vec<f32> = (0..group * hd).map(|i| f(i, 7)).collect();
+            let byte = |i: usize, m: usize| ((i * m % 255) as i32 - 127) as i8;
+            let keys: Vec<i8> = (0..blocks * hd).map(|i| byte(i, 13)).collect();
+            let key_scales: Vec<f32> = (0..blocks * dim_blocks).map(|i| 0.01 + (i % 97) as f32 / 997.0).collect();
+            let v: Vec<i8> = (0..seen * hd).map(|i| byte(i, 17)).collect();
+            let value_scales: Vec<f32> = (0..seen * dim_blocks).map(|i| 0.02 + (i % 89) as f32 / 991.0).collect();
+            let w: Vec<f32> = (0..group * seen).map(|i| f(i, 3) / 10.0).collect();
+            let mut plain_scores = vec![0f32; group * seen];
+            scores_i8_by(KernelSet::Portable, &q, &keys, &key_scales, hd, 0.3, &mut plain_scores);
+            let mut plain_values = vec![0f32; group * hd];
+            weighted_values_i8_by(KernelSet::Portable, &w, &v, &value_scales, hd, &mut plain_values);
+            for h in 0..group {
+                for p in 0..seen {
+                    let (at, lane) = (p / KEY_BLOCK * KEY_BLOCK, p % KEY_BLOCK);
+                    let key = |d: usize| keys[at * hd + d * KEY_BLOCK + lane] as f64;
+                    let key_scale = |d: usize| key_scales[at * dim_blocks + d / SCALE_BLOCK * KEY_BLOCK + lane] as f64;
+                    let want = (0..hd).map(|d| q[h * hd + d] as f64 * key(d) * key_scale(d)).sum::<f64>() * 0.3;
+                    assert!((plain_scores[h * seen + p] as f64 - want).abs() < 1e-3, "hd {hd} h {h} p {p}");
+                }
+                for d in 0..hd {
+                    let want: f64 = (0..seen)
+                        .map(|p| {
+                            w[h * seen + p] as f64
+                                * value_scales[p * dim_blocks + d / SCALE_BLOCK] as f64
+                                * v[p * hd + d] as f64
+                        })
+                        .sum();
+                    assert!((plain_values[h * hd + d] as f64 - want).abs() < 1e-3, "hd {hd} h {h} d {d}");
+                }
+            }
+            for set in KernelSet::runnable() {
+                let mut s = vec![0f32; group * seen];
+                scores_i8_by(set, &q, &keys, &key_scales, hd, 0.3, &mut s);
+                assert_eq!(bits(&s), bits(&plain_scores), "8-bit scores, {} kernels, hd {hd}", set.name());
+                let mut out = vec![f32::NAN; group * hd];
+                weighted_values_i8_by(set, &w, &v, &value_scales, hd, &mut out);
+                assert_eq!(bits(&out), bits(&plain_values), "8-bit weighted values, {} kernels, hd {hd}", set.name());
             }
         }
     }

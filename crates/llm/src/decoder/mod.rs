@@ -32,6 +32,7 @@ mod text;
 mod transformer;
 mod weights;
 
+pub use attention::KEY_BLOCK;
 pub use device::{DeviceCache, DeviceTransformer};
 pub use drafting::{lookup, DraftSource, SOURCES};
 pub use kernels::kernel_name;
@@ -39,7 +40,7 @@ pub use network::{Cache, Network, Placement};
 pub use sampling::{argmax, probabilities, sample};
 pub use speculation::{SourceStats, Speculation, SpeculationStats};
 pub use text::ChatText;
-pub use transformer::{open_gguf, Config, KvCache, Transformer};
+pub use transformer::{open_gguf, Config, KvCache, KvPrecision, Transformer};
 pub(crate) use weights::widened_to_q8_0;
 
 use speculator::Prefilled;

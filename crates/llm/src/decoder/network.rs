@@ -52,13 +52,22 @@ impl Placement {
         Placement::Kernels
     }
 
-    /// What the decoder's KV cache holds keys and values as here: f32 on the CPU (so a token's
-    /// logits do not depend on rounding of the cache), f16 on GPUs (half the memory and
-    /// bandwidth).
+    /// What candle's KV cache holds keys and values as here: f32 on candle's CPU device (the
+    /// reference the GPU code is tested against), f16 on GPUs (half the memory and bandwidth).
+    /// Quire's own CPU kernels keep theirs as `KvPrecision` says.
     pub fn kv_dtype(&self) -> DType {
         match self {
             Placement::Kernels | Placement::Candle(Device::Cpu) => DType::F32,
             Placement::Candle(_) => DType::F16,
+        }
+    }
+
+    /// Bytes one position's key (or value) of one KV head takes in the decoder's cache here:
+    /// on the CPU as `KvPrecision::in_use` keeps it, on GPUs in `kv_dtype`.
+    pub fn kv_row_bytes(&self, head_dim: usize) -> usize {
+        match self {
+            Placement::Kernels => super::transformer::KvPrecision::in_use().row_bytes(head_dim),
+            Placement::Candle(_) => head_dim * self.kv_dtype().size_in_bytes(),
         }
     }
 

@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
 use rayon::prelude::*;
 
-use super::attention::{self, KEY_BLOCK};
+use super::attention::{self, KEY_BLOCK, SCALE_BLOCK};
 use super::weights::{self, Matrix};
 
 #[derive(Debug, Clone)]
@@ -110,15 +110,142 @@ pub struct Transformer {
     inv_freq: Vec<f32>,
 }
 
-/// Keys and values of the tokens seen so far, one preallocated buffer per layer. Values are laid
-/// out `[kv_head][position][head_dim]`; keys `[kv_head][position / 16][head_dim][16]`, so that
+/// How the CPU's KV cache holds keys and values: f32, or 8-bit integers with an f32 scale for
+/// each `SCALE_BLOCK` dimensions of a position's row (a quarter of the memory and of the bytes
+/// attention reads, plus the scales: 36 bytes for 32 values). `QUIRE_KV_CACHE=int8` chooses 8
+/// bits; f32 by default, as the 8-bit cache moved the answer evaluation by more than its goal
+/// allows (BENCHMARKS.md, "An 8-bit KV cache").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvPrecision {
+    F32,
+    Int8,
+}
+
+impl KvPrecision {
+    pub fn in_use() -> KvPrecision {
+        static CHOSEN: std::sync::OnceLock<KvPrecision> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(|| match std::env::var("QUIRE_KV_CACHE").as_deref() {
+            Ok("int8") => KvPrecision::Int8,
+            _ => KvPrecision::F32,
+        })
+    }
+
+    /// Bytes one position's key (or value) of one KV head takes.
+    pub fn row_bytes(self, head_dim: usize) -> usize {
+        match self {
+            KvPrecision::F32 => head_dim * 4,
+            KvPrecision::Int8 => head_dim + 4 * head_dim.div_ceil(SCALE_BLOCK),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KvPrecision::F32 => "f32",
+            KvPrecision::Int8 => "int8",
+        }
+    }
+}
+
+/// Keys or values of every layer, one preallocated buffer per layer, each KV head's region
+/// `capacity` positions long; in 8 bits with the scales of each position's blocks of
+/// `SCALE_BLOCK` dimensions, `blocks` of them a position, laid out as `attention` reads them.
+#[derive(Clone)]
+enum Rows {
+    F32(Vec<Vec<f32>>),
+    Int8 { rows: Vec<Vec<i8>>, scales: Vec<Vec<f32>>, blocks: usize },
+}
+
+impl Rows {
+    fn new(precision: KvPrecision, layers: usize, heads: usize, capacity: usize, head_dim: usize) -> Rows {
+        let size = heads * capacity * head_dim;
+        match precision {
+            KvPrecision::F32 => Rows::F32((0..layers).map(|_| vec![0f32; size]).collect()),
+            KvPrecision::Int8 => {
+                let blocks = head_dim.div_ceil(SCALE_BLOCK);
+                Rows::Int8 {
+                    rows: (0..layers).map(|_| vec![0i8; size]).collect(),
+                    scales: (0..layers).map(|_| vec![0f32; heads * capacity * blocks]).collect(),
+                    blocks,
+                }
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Rows::F32(rows) => rows.iter().map(|r| r.len() * 4).sum(),
+            Rows::Int8 { rows, scales, .. } => {
+                rows.iter().map(|r| r.len()).sum::<usize>() + scales.iter().map(|s| s.len() * 4).sum::<usize>()
+            }
+        }
+    }
+
+    /// These rows in regions of `capacity` positions (from `old_capacity`), the first `kept`
+    /// positions of each head's region copied (every layout keeps a head's first positions at
+    /// the start of its region: whole blocks of keys and of their scales, and as many values).
+    fn relaid(&self, heads: usize, old_capacity: usize, capacity: usize, head_dim: usize, kept: usize) -> Rows {
+        fn relay<T: Copy + Default>(
+            old: &[T],
+            heads: usize,
+            from: usize,
+            to: usize,
+            width: usize,
+            kept: usize,
+        ) -> Vec<T> {
+            let mut new = vec![T::default(); heads * to * width];
+            for h in 0..heads {
+                new[h * to * width..(h * to + kept) * width]
+                    .copy_from_slice(&old[h * from * width..(h * from + kept) * width]);
+            }
+            new
+        }
+        match self {
+            Rows::F32(rows) => {
+                Rows::F32(rows.iter().map(|r| relay(r, heads, old_capacity, capacity, head_dim, kept)).collect())
+            }
+            Rows::Int8 { rows, scales, blocks } => Rows::Int8 {
+                rows: rows.iter().map(|r| relay(r, heads, old_capacity, capacity, head_dim, kept)).collect(),
+                scales: scales.iter().map(|s| relay(s, heads, old_capacity, capacity, *blocks, kept)).collect(),
+                blocks: *blocks,
+            },
+        }
+    }
+
+    /// Stores `row` in `layer`, its element d at `place(d)` of the buffer; in 8 bits each block
+    /// of `SCALE_BLOCK` elements rounded to the nearest multiple of its scale (its largest
+    /// magnitude / 127), block b's scale at `scale_place(b)`.
+    fn put(&mut self, layer: usize, row: &[f32], place: impl Fn(usize) -> usize, scale_place: impl Fn(usize) -> usize) {
+        match self {
+            Rows::F32(rows) => {
+                for (d, &x) in row.iter().enumerate() {
+                    rows[layer][place(d)] = x;
+                }
+            }
+            Rows::Int8 { rows, scales, .. } => {
+                for (b, block) in row.chunks(SCALE_BLOCK).enumerate() {
+                    let largest = block.iter().fold(0f32, |m, x| m.max(x.abs()));
+                    let scale = largest / 127.0;
+                    let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+                    for (i, &x) in block.iter().enumerate() {
+                        rows[layer][place(b * SCALE_BLOCK + i)] = (x * inverse).round().clamp(-127.0, 127.0) as i8;
+                    }
+                    scales[layer][scale_place(b)] = scale;
+                }
+            }
+        }
+    }
+}
+
+/// Keys and values of the tokens seen so far (`Rows`). Values are laid out
+/// `[kv_head][position][head_dim]`; keys `[kv_head][position / 16][head_dim][16]`, so that
 /// attention scores 16 positions at once, a position per lane (`attention::KEY_BLOCK`); the
 /// capacity is a whole number of such blocks. Cutting back (rejected draft tokens) only lowers
 /// `len`: nothing is freed or reallocated.
 #[derive(Clone)]
 pub struct KvCache {
-    keys: Vec<Vec<f32>>,
-    values: Vec<Vec<f32>>,
+    keys: Rows,
+    values: Rows,
+    heads: usize,
     capacity: usize,
     head_dim: usize,
     len: usize,
@@ -137,6 +264,13 @@ impl KvCache {
         self.capacity
     }
 
+    pub fn precision(&self) -> KvPrecision {
+        match self.keys {
+            Rows::F32(_) => KvPrecision::F32,
+            Rows::Int8 { .. } => KvPrecision::Int8,
+        }
+    }
+
     /// Forgets every position from `len` on.
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
@@ -150,21 +284,12 @@ impl KvCache {
             return self;
         }
         let capacity = capacity.max(self.len).next_multiple_of(KEY_BLOCK);
-        let heads = self.keys.first().map_or(0, |k| k.len() / (self.capacity * self.head_dim).max(1));
-        // Both layouts keep a head's first positions at the start of its region: whole blocks
-        // of keys, and as many values.
-        let relaid = |old: &[f32]| {
-            let mut new = vec![0f32; heads * capacity * self.head_dim];
-            let kept = self.len.next_multiple_of(KEY_BLOCK) * self.head_dim;
-            for h in 0..heads {
-                let (from, to) = (h * self.capacity * self.head_dim, h * capacity * self.head_dim);
-                new[to..to + kept].copy_from_slice(&old[from..from + kept]);
-            }
-            new
-        };
+        let kept = self.len.next_multiple_of(KEY_BLOCK);
+        let relaid = |rows: &Rows| rows.relaid(self.heads, self.capacity, capacity, self.head_dim, kept);
         KvCache {
-            keys: self.keys.iter().map(|k| relaid(k)).collect(),
-            values: self.values.iter().map(|v| relaid(v)).collect(),
+            keys: relaid(&self.keys),
+            values: relaid(&self.values),
+            heads: self.heads,
             capacity,
             head_dim: self.head_dim,
             len: self.len,
@@ -173,7 +298,7 @@ impl KvCache {
 
     /// Bytes of memory the cache holds.
     pub fn bytes(&self) -> usize {
-        self.keys.iter().chain(&self.values).map(|b| b.len() * std::mem::size_of::<f32>()).sum()
+        self.keys.bytes() + self.values.bytes()
     }
 
     /// Where a head's region starts, in either buffer (and a value's place in it).
@@ -181,9 +306,16 @@ impl KvCache {
         (head * self.capacity + position) * self.head_dim
     }
 
-    /// Where dimension `d` of a key sits.
-    fn key_slot(&self, head: usize, position: usize, d: usize) -> usize {
-        self.slot(head, position / KEY_BLOCK * KEY_BLOCK) + d * KEY_BLOCK + position % KEY_BLOCK
+    /// Stores the key and value of `head` at `position` of `layer`: the key's dimension d at
+    /// lane `position % 16` of its key block, its scales likewise (`[block][dim block][16]`);
+    /// the value's row and its scales in position order.
+    fn put(&mut self, layer: usize, head: usize, position: usize, key: &[f32], value: &[f32]) {
+        let blocks = self.head_dim.div_ceil(SCALE_BLOCK);
+        let (key_block, lane) = (position / KEY_BLOCK * KEY_BLOCK, position % KEY_BLOCK);
+        let (keys_at, key_scales_at) = (self.slot(head, key_block), (head * self.capacity + key_block) * blocks);
+        self.keys.put(layer, key, |d| keys_at + d * KEY_BLOCK + lane, |b| key_scales_at + b * KEY_BLOCK + lane);
+        let (values_at, value_scales_at) = (self.slot(head, position), (head * self.capacity + position) * blocks);
+        self.values.put(layer, value, |d| values_at + d, |b| value_scales_at + b);
     }
 }
 
@@ -284,17 +416,16 @@ impl Transformer {
         Ok(Transformer { config, embedding, layers, final_norm, output, inv_freq })
     }
 
+    /// A cache for `capacity` positions in the precision `KvPrecision::in_use` says.
     pub fn new_cache(&self, capacity: usize) -> KvCache {
+        self.new_cache_in(KvPrecision::in_use(), capacity)
+    }
+
+    pub fn new_cache_in(&self, precision: KvPrecision, capacity: usize) -> KvCache {
         let capacity = capacity.next_multiple_of(KEY_BLOCK);
         let c = &self.config;
-        let size = c.kv_heads * capacity * c.head_dim;
-        KvCache {
-            keys: (0..c.layers).map(|_| vec![0f32; size]).collect(),
-            values: (0..c.layers).map(|_| vec![0f32; size]).collect(),
-            capacity,
-            head_dim: c.head_dim,
-            len: 0,
-        }
+        let rows = || Rows::new(precision, c.layers, c.kv_heads, capacity, c.head_dim);
+        KvCache { keys: rows(), values: rows(), heads: c.kv_heads, capacity, head_dim: c.head_dim, len: 0 }
     }
 
     /// Runs `tokens` at the positions after the cache's, appends their keys and values, and
@@ -343,16 +474,13 @@ impl Transformer {
                     rotate(head, ct, st, c.rope_halves);
                 }
             }
-            // Append this batch's keys and values at their positions.
+            // Append this batch's keys and values at their positions (attention then reads
+            // them from the cache, its own ones too: a token's result does not depend on
+            // whether its key was computed in this batch or an earlier one).
             for t in 0..m {
                 for h in 0..c.kv_heads {
-                    let slot = cache.slot(h, start + t);
                     let src = (t * c.kv_heads + h) * hd;
-                    cache.values[li][slot..slot + hd].copy_from_slice(&v[src..src + hd]);
-                    for d in 0..hd {
-                        let at = cache.key_slot(h, start + t, d);
-                        cache.keys[li][at] = k[src + d];
-                    }
+                    cache.put(li, h, start + t, &k[src..src + hd], &v[src..src + hd]);
                 }
             }
             self.attention(&q, cache, li, start, &mut attn);
@@ -391,8 +519,6 @@ impl Transformer {
         let hd = c.head_dim;
         let group = c.heads / c.kv_heads;
         let scale = 1.0 / (hd as f32).sqrt();
-        let keys = &cache.keys[layer];
-        let values = &cache.values[layer];
         out.par_chunks_mut(group * hd).enumerate().for_each(|(i, o)| {
             let (t, kv) = (i / c.kv_heads, i % c.kv_heads);
             let first_head = kv * group;
@@ -400,12 +526,32 @@ impl Transformer {
             let seen = start + t + 1;
             let base = cache.slot(kv, 0);
             let mut scores = vec![0f32; group * seen];
-            let blocks = seen.next_multiple_of(KEY_BLOCK) * hd;
-            attention::scores(queries, &keys[base..base + blocks], hd, scale, &mut scores);
-            for row in scores.chunks_mut(seen) {
-                quire_simd::softmax(row);
+            let blocks = seen.next_multiple_of(KEY_BLOCK);
+            match (&cache.keys, &cache.values) {
+                (Rows::F32(keys), Rows::F32(values)) => {
+                    attention::scores(queries, &keys[layer][base..base + blocks * hd], hd, scale, &mut scores);
+                    for row in scores.chunks_mut(seen) {
+                        quire_simd::softmax(row);
+                    }
+                    attention::weighted_values(&scores, &values[layer][base..base + seen * hd], hd, o);
+                }
+                (
+                    Rows::Int8 { rows: keys, scales: key_scales, blocks: per_row },
+                    Rows::Int8 { rows: values, scales: value_scales, .. },
+                ) => {
+                    let scales = kv * cache.capacity * per_row;
+                    let keys = &keys[layer][base..base + blocks * hd];
+                    let key_scales = &key_scales[layer][scales..scales + blocks * per_row];
+                    attention::scores_i8(queries, keys, key_scales, hd, scale, &mut scores);
+                    for row in scores.chunks_mut(seen) {
+                        quire_simd::softmax(row);
+                    }
+                    let values = &values[layer][base..base + seen * hd];
+                    let value_scales = &value_scales[layer][scales..scales + seen * per_row];
+                    attention::weighted_values_i8(&scores, values, value_scales, hd, o);
+                }
+                _ => unreachable!("keys and values are cached in one precision"),
             }
-            attention::weighted_values(&scores, &values[base..base + seen * hd], hd, o);
         });
     }
 }
