@@ -19,7 +19,8 @@ describe("answer view", () => {
       citations: [citation(2, "b", "ab", [1, 2]), citation(1, "a", "ab", [0, 1]), citation(2, "again", "ab", null)],
       stats: { prompt_tokens: 1, prompt_reused_tokens: 0, completion_tokens: 2, time_to_first_token: { secs: 1, nanos: 500_000_000 }, total_time: { secs: 2, nanos: 0 }, decode_tokens_per_sec: 10, prompt_tokens_per_sec: 5, finish_reason: "stop" },
       speculation: {
-        verify_steps: 4, generated_tokens: 10, draft_model_steps: 0, decode_tokens_per_sec: 10, decode_secs: 1, power: null,
+        verify_steps: 4, tree_steps: 0, branch_proposed: 0, branch_accepted: 0, tree_pauses: 0,
+        generated_tokens: 10, draft_model_steps: 0, decode_tokens_per_sec: 10, decode_secs: 1, power: null,
         grammar: { proposed: 6, accepted: 6, pauses: 0 }, lookup: { proposed: 2, accepted: 0, pauses: 0 }, model: { proposed: 0, accepted: 0, pauses: 0 },
       },
       timing: {

@@ -37,8 +37,9 @@ pub struct SpeculativeArgs {
     #[arg(long, default_value = "qwen2.5-coder-0.5b")]
     draft: String,
     /// Speculation variants, compared with plain decoding: `free` (grammar and prompt lookup,
-    /// the app's default), `draft` (the draft model at every step), `all` (every source, each
-    /// step's source chosen by measured cost).
+    /// the app's default), `tree` (`free` with up to four lookup continuations a step, a tree),
+    /// `draft` (the draft model at every step), `all` (every source, each step's source chosen
+    /// by measured cost).
     #[arg(long, value_delimiter = ',', default_value = "free,draft,all")]
     modes: Vec<String>,
     /// Write every prompt's figures as JSON here.
@@ -63,13 +64,15 @@ fn mode(name: &str, has_draft: bool) -> Result<Speculation> {
     let base = Speculation { respect_thermal: false, ..Speculation::default() };
     Ok(match name {
         "free" => Speculation { model_drafts: false, ..base },
+        // `free` with up to four lookup continuations a step verified as a tree.
+        "tree" => Speculation { model_drafts: false, lookup_branches: 4, ..base },
         "draft" => {
             anyhow::ensure!(has_draft, "mode `draft` needs a draft model (--draft)");
             // Drafting at every step, so the figures are the draft model's own.
             Speculation { grammar_drafts: false, lookup_drafts: false, choose_by_cost: false, ..base }
         }
         "all" => base,
-        other => bail!("unknown mode {other:?}: use free, draft or all"),
+        other => bail!("unknown mode {other:?}: use free, tree, draft or all"),
     })
 }
 
@@ -78,6 +81,7 @@ struct Totals {
     tokens: usize,
     decode_secs: f64,
     steps: usize,
+    tree_steps: usize,
     identical: usize,
     prompts: usize,
     proposed: [usize; 3],
@@ -89,6 +93,7 @@ impl Totals {
         self.tokens += d.tokens.len();
         self.decode_secs += d.speculation.decode_secs as f64;
         self.steps += d.speculation.verify_steps;
+        self.tree_steps += d.speculation.tree_steps;
         self.identical += identical as usize;
         self.prompts += 1;
         for (i, s) in SOURCES.iter().enumerate() {
@@ -121,6 +126,7 @@ struct ModeFigures {
     decode_secs: f32,
     tokens_per_sec: f32,
     verify_steps: usize,
+    tree_steps: usize,
     identical_to_plain: bool,
     accepted: Vec<(DraftSource, usize, usize)>,
     text: String,
@@ -236,8 +242,8 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
         }
         println!("\n{workload}: {} prompts, {} tokens each way", plain.prompts, plain.tokens);
         println!(
-            "{:<8} {:>8} {:>9} {:>7} {:>11} {:>10} {:>14} {:>14} {:>14}",
-            "mode", "tok/s", "vs plain", "tokens", "tok/step", "identical", "grammar", "lookup", "draft model"
+            "{:<8} {:>8} {:>9} {:>7} {:>11} {:>7} {:>10} {:>14} {:>14} {:>14}",
+            "mode", "tok/s", "vs plain", "tokens", "tok/step", "trees", "identical", "grammar", "lookup", "draft model"
         );
         let names = std::iter::once("plain").chain(modes.iter().map(|(n, _)| n.as_str()));
         for (t, name) in totals.iter().map(|t| &t[w]).zip(names) {
@@ -254,12 +260,13 @@ pub async fn run(args: SpeculativeArgs) -> Result<()> {
                 }
             };
             println!(
-                "{:<8} {:>8.2} {:>8.2}× {:>7} {:>11.2} {:>7}/{:<2} {:>14} {:>14} {:>14}",
+                "{:<8} {:>8.2} {:>8.2}× {:>7} {:>11.2} {:>7} {:>7}/{:<2} {:>14} {:>14} {:>14}",
                 name,
                 t.tokens_per_sec(),
                 t.tokens_per_sec() / plain.tokens_per_sec().max(1e-9),
                 t.tokens,
                 t.tokens as f64 / t.steps.max(1) as f64,
+                t.tree_steps,
                 t.identical,
                 t.prompts,
                 share(0),
@@ -286,6 +293,7 @@ fn figures_of(mode: &str, d: &Decoded, identical: bool, decoder: &quire_llm::dec
         decode_secs: d.speculation.decode_secs,
         tokens_per_sec: d.speculation.decode_tokens_per_sec,
         verify_steps: d.speculation.verify_steps,
+        tree_steps: d.speculation.tree_steps,
         identical_to_plain: identical,
         accepted: SOURCES
             .iter()

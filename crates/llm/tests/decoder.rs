@@ -260,12 +260,18 @@ fn speculative_equals_plain(decoder: &Decoder) {
         ("Repeat this sentence twice: the quick brown fox jumps over the lazy dog.", None),
     ];
     let mut drafted = HashMap::new();
+    let mut tree_steps = 0;
     for (user, schema) in prompts {
         let mut req = request(user, 120);
         req.schema = schema.clone();
-        let speculation = Speculation { respect_thermal: false, ..Speculation::default() };
-        let runs = decoder.compare(&req, &[speculation], 0).unwrap();
-        let (plain, out) = (&runs[0], &runs[1]);
+        // The default (chains of drafts) and trees of the lookup's continuations.
+        let chain = Speculation { respect_thermal: false, ..Speculation::default() };
+        let tree = Speculation { lookup_branches: 4, ..chain.clone() };
+        let runs = decoder.compare(&req, &[chain, tree], 0).unwrap();
+        let plain = &runs[0];
+        let out = &runs[2];
+        assert_eq!(runs[1].tokens, plain.tokens, "{user}: chains differ from plain decoding");
+        assert_eq!(runs[1].speculation.tree_steps, 0, "one continuation a step makes chains");
         let stats = &out.speculation;
         assert_eq!(out.tokens, plain.tokens, "{user}: {:?}\nvs plain {:?}", out.generation.text, plain.generation.text);
         // How sure the model was of each token (the answer's confidence) does not depend on
@@ -290,9 +296,18 @@ fn speculative_equals_plain(decoder: &Decoder) {
         for source in quire_llm::decoder::SOURCES {
             *drafted.entry(source).or_insert(0) += stats.source(source).proposed;
         }
+        tree_steps += stats.tree_steps;
     }
     for source in quire_llm::decoder::SOURCES {
         assert!(drafted[&source] > 0, "no drafts from {source:?}: {drafted:?}");
+    }
+    // Quire's kernels verified trees of the prompt lookup's continuations on the way (the
+    // repeated sentence and the listed days go on differently from their earlier copies);
+    // candle's path verifies chains.
+    if decoder.target().verifies_trees() {
+        assert!(tree_steps > 0, "no step verified a tree");
+    } else {
+        assert_eq!(tree_steps, 0);
     }
 }
 
@@ -542,3 +557,68 @@ fn a_q4_k_m_model_gives_the_recorded_logits_by_panels_and_by_tiles() {
 
 /// The logits' digest of the test above with the 8-bit cache, as x86-64 gives it.
 const INT8_DIGEST: u64 = 4472693488319759;
+
+/// A tree of drafts verified in one pass (what tree speculation rests on): every token gets
+/// the logits its branch gets run alone as a chain, bit for bit, in either precision of the
+/// cache; the accepted branch kept (its rows moved next to the cache) goes on as a fresh run.
+#[test]
+fn a_tree_of_drafts_gives_each_branch_the_logits_of_its_chain() {
+    tree_gives_each_branch_its_chain(&Transformer::load(&tiny()).unwrap());
+}
+
+/// The same on the 0.5B Q4_K_M model (its Q4_K and Q6_K kernels, 2 KV heads for 14 query heads).
+#[test]
+#[ignore = "full tier (scripts/test.sh --full): the 0.5B model"]
+fn a_tree_of_drafts_on_the_half_billion_model_gives_each_branch_its_chain() {
+    tree_gives_each_branch_its_chain(&Transformer::load(&quire_testkit::model(&quire_models::QWEN_0_5B)).unwrap());
+}
+
+fn tree_gives_each_branch_its_chain(model: &Transformer) {
+    let vocab = model.config.vocab;
+    let prompt: Vec<u32> = (300..321).collect();
+    // 0 ─ 1 ─ 2 ─ 3          the first chain
+    //   │   └ 4 ─ 5          a branch after token 1
+    //   └ 6 ─ 7 ─ 8          a branch from the root, 19 tokens on: past a key block's end
+    //             └ … 9..=20
+    let tokens: Vec<u32> = (0..21).map(|i| 500 + 11 * i).collect();
+    let mut parents = vec![0, 1, 2, 1, 4, 0, 6, 7];
+    parents.extend(8..20);
+    let path = |mut n: usize| {
+        let mut path = vec![n];
+        while n > 0 {
+            n = parents[n - 1];
+            path.push(n);
+        }
+        path.reverse();
+        path
+    };
+    for precision in [KvPrecision::F32, KvPrecision::Int8] {
+        let mut cache = model.new_cache_in(precision, 96);
+        model.forward(&prompt, &mut cache, usize::MAX).unwrap();
+        let mut tree = cache.clone();
+        let logits = model.forward_tree(&tokens, &parents, &mut tree, 0).unwrap();
+        assert_eq!(tree.len(), prompt.len() + tokens.len());
+        for n in 0..tokens.len() {
+            let branch: Vec<u32> = path(n).iter().map(|&i| tokens[i]).collect();
+            let mut alone = cache.clone();
+            let chain = model.forward(&branch, &mut alone, branch.len() - 1).unwrap();
+            assert!(
+                chain.iter().zip(&logits[n * vocab..(n + 1) * vocab]).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{precision:?}: token {n} of the tree differs from its branch run alone"
+            );
+        }
+        // Keep the branch 0-6-7-8-9, then go on: a fresh run of the prompt and that branch.
+        let kept = [0, 6, 7, 8, 9];
+        let slots: Vec<usize> = kept.iter().map(|&i| prompt.len() + i).collect();
+        tree.keep_branch(prompt.len(), &slots);
+        assert_eq!(tree.len(), prompt.len() + kept.len());
+        let next = [42, 43, 44];
+        let after_tree = model.forward(&next, &mut tree, 0).unwrap();
+        let mut fresh = model.new_cache_in(precision, 96);
+        let mut whole = prompt.clone();
+        whole.extend(kept.iter().map(|&i| tokens[i]));
+        whole.extend(next);
+        let expected = model.forward(&whole, &mut fresh, whole.len() - next.len()).unwrap();
+        assert_eq!(after_tree, expected, "{precision:?}: the kept branch goes on as a fresh run");
+    }
+}

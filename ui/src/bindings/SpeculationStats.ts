@@ -6,7 +6,19 @@ export type SpeculationStats = {
 /**
  * Target forward passes after the prompt.
  */
-verify_steps: number, generated_tokens: number, grammar: SourceStats, lookup: SourceStats, model: SourceStats, 
+verify_steps: number, 
+/**
+ * Of them, passes that verified a tree of drafts (more than one continuation).
+ */
+tree_steps: number, 
+/**
+ * Tokens the lookup's further continuations added to trees, and of them accepted.
+ */
+branch_proposed: number, branch_accepted: number, 
+/**
+ * Times trees paused because their further continuations did not pay.
+ */
+tree_pauses: number, generated_tokens: number, grammar: SourceStats, lookup: SourceStats, model: SourceStats, 
 /**
  * Draft-model forward passes (catch-up batches included).
  */

@@ -47,6 +47,26 @@ pub fn weighted_values(weights: &[f32], values: &[f32], hd: usize, out: &mut [f3
     weighted_values_by(KernelSet::in_use(), weights, values, hd, out)
 }
 
+/// `weighted_values`' chains carried on from `out` over `seen` more positions (a few: a
+/// tree's branch verified after the cache's positions it shares), in plain loops: each kernel
+/// set's chain for a lane is the plain one, so the sums are the bits one kernel call over all
+/// the positions in order gives.
+pub fn weighted_values_more(weights: &[f32], values: &[f32], hd: usize, out: &mut [f32]) {
+    let group = out.len() / hd;
+    let seen = weights.len() / group.max(1);
+    assert!(values.len() >= seen * hd && weights.len() == group * seen);
+    plain::more_weighted_values(weights, values, hd, group, seen, out)
+}
+
+/// `weighted_values_i8`' chains carried on from `out`, as `weighted_values_more`.
+pub fn weighted_values_i8_more(weights: &[f32], values: &[i8], value_scales: &[f32], hd: usize, out: &mut [f32]) {
+    let group = out.len() / hd;
+    let seen = weights.len() / group.max(1);
+    assert!(values.len() >= seen * hd && value_scales.len() >= seen * hd.div_ceil(SCALE_BLOCK));
+    assert!(weights.len() == group * seen);
+    plain::more_weighted_values_i8(weights, values, value_scales, hd, group, seen, out)
+}
+
 /// `weighted_values` by the kernels of `set`, which the CPU must run.
 fn weighted_values_by(set: KernelSet, weights: &[f32], values: &[f32], hd: usize, out: &mut [f32]) {
     let group = out.len() / hd;
@@ -64,7 +84,10 @@ fn weighted_values_by(set: KernelSet, weights: &[f32], values: &[f32], hd: usize
         KernelSet::NeonI8mm | KernelSet::NeonDotprod | KernelSet::Neon => unsafe {
             neon::weighted_values(weights, values, hd, group, seen, out)
         },
-        _ => plain::weighted_values(weights, values, hd, group, seen, out),
+        _ => {
+            out.fill(0.0);
+            plain::more_weighted_values(weights, values, hd, group, seen, out)
+        }
     }
 }
 
@@ -131,7 +154,10 @@ fn weighted_values_i8_by(
         KernelSet::Avx512Vnni | KernelSet::Avx2 | KernelSet::AvxVnni => unsafe {
             avx2_i8::weighted_values_i8(weights, values, value_scales, hd, group, seen, out)
         },
-        _ => plain::weighted_values_i8(weights, values, value_scales, hd, group, seen, out),
+        _ => {
+            out.fill(0.0);
+            plain::more_weighted_values_i8(weights, values, value_scales, hd, group, seen, out)
+        }
     }
 }
 
@@ -153,11 +179,11 @@ mod plain {
         }
     }
 
-    pub fn weighted_values(w: &[f32], values: &[f32], hd: usize, group: usize, seen: usize, out: &mut [f32]) {
+    /// `weighted_values`' chains from the sums in `out` on (from zeros for the kernel itself).
+    pub fn more_weighted_values(w: &[f32], values: &[f32], hd: usize, group: usize, seen: usize, out: &mut [f32]) {
         let fused = hd / 8 * 8;
         for h in 0..group {
             let o = &mut out[h * hd..(h + 1) * hd];
-            o.fill(0.0);
             for p in 0..seen {
                 let wp = w[h * seen + p];
                 let v = &values[p * hd..(p + 1) * hd];
@@ -197,7 +223,8 @@ mod plain {
         }
     }
 
-    pub fn weighted_values_i8(
+    /// `weighted_values_i8`' chains from the sums in `out` on (from zeros for the kernel).
+    pub fn more_weighted_values_i8(
         w: &[f32],
         values: &[i8],
         value_scales: &[f32],
@@ -210,7 +237,6 @@ mod plain {
         let blocks = hd.div_ceil(SCALE_BLOCK);
         for h in 0..group {
             let o = &mut out[h * hd..(h + 1) * hd];
-            o.fill(0.0);
             for p in 0..seen {
                 let v = &values[p * hd..(p + 1) * hd];
                 for c in 0..hd {
@@ -798,6 +824,15 @@ mod tests {
                 let mut out = vec![f32::NAN; group * hd];
                 weighted_values_by(set, &w, &v, hd, &mut out);
                 assert_eq!(bits(&out), bits(&plain_values), "weighted values, {} kernels, hd {hd}", set.name());
+                // A tree's branch: the first positions by the kernels, the chains carried on
+                // over the last few give the bits of one run over all.
+                for near in [1, 16, 30] {
+                    let (wn, wf) = split_rows(&w, group, seen, near);
+                    let mut out = vec![f32::NAN; group * hd];
+                    weighted_values_by(set, &wn, &v, hd, &mut out);
+                    weighted_values_more(&wf, &v[near * hd..], hd, &mut out);
+                    assert_eq!(bits(&out), bits(&plain_values), "carried on after {near}, {} kernels", set.name());
+                }
             }
         }
     }
@@ -848,7 +883,21 @@ mod tests {
                 let mut out = vec![f32::NAN; group * hd];
                 weighted_values_i8_by(set, &w, &v, &value_scales, hd, &mut out);
                 assert_eq!(bits(&out), bits(&plain_values), "8-bit weighted values, {} kernels, hd {hd}", set.name());
+                for near in [1, 16, 30] {
+                    let (wn, wf) = split_rows(&w, group, seen, near);
+                    let mut out = vec![f32::NAN; group * hd];
+                    weighted_values_i8_by(set, &wn, &v, &value_scales, hd, &mut out);
+                    let far_scales = &value_scales[near * dim_blocks..];
+                    weighted_values_i8_more(&wf, &v[near * hd..], far_scales, hd, &mut out);
+                    assert_eq!(bits(&out), bits(&plain_values), "8-bit, carried on after {near}, {}", set.name());
+                }
             }
         }
+    }
+
+    /// Each of `group` rows of `seen` weights cut after `near`: the first parts' rows, the rest's.
+    fn split_rows(w: &[f32], group: usize, seen: usize, near: usize) -> (Vec<f32>, Vec<f32>) {
+        let rows = || w.chunks(seen).take(group);
+        (rows().flat_map(|r| &r[..near]).copied().collect(), rows().flat_map(|r| &r[near..]).copied().collect())
     }
 }

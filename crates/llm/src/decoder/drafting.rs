@@ -46,6 +46,43 @@ pub fn lookup(context: &[u32], min_ngram: usize, max_ngram: usize, limit: usize)
     Vec::new()
 }
 
+/// `lookup`'s continuations after every earlier occurrence of the context's last `n` tokens,
+/// most recent first and longest `n` first, each at most `limit` tokens, at most `branches`
+/// of them, none the start of one before it (a continuation that a longer one already holds
+/// adds nothing to a tree of drafts).
+pub fn lookup_branches(
+    context: &[u32],
+    min_ngram: usize,
+    max_ngram: usize,
+    limit: usize,
+    branches: usize,
+) -> Vec<Vec<u32>> {
+    let mut found: Vec<Vec<u32>> = Vec::new();
+    if limit == 0 || branches == 0 {
+        return found;
+    }
+    for n in (min_ngram..=max_ngram).rev() {
+        if context.len() <= n {
+            continue;
+        }
+        let tail = &context[context.len() - n..];
+        for start in (0..context.len() - n).rev() {
+            if &context[start..start + n] != tail {
+                continue;
+            }
+            let from = start + n;
+            let continuation = &context[from..(from + limit).min(context.len())];
+            if !continuation.is_empty() && !found.iter().any(|f| f.starts_with(continuation)) {
+                found.push(continuation.to_vec());
+                if found.len() == branches {
+                    return found;
+                }
+            }
+        }
+    }
+    found
+}
+
 /// Accept/reject outcomes of the last `size` drafted tokens of one source.
 #[derive(Debug, Clone)]
 pub struct Window {
@@ -165,6 +202,107 @@ impl SourceControl {
     }
 }
 
+/// Seconds a verify pass takes for n tokens, fitted as a + b·n by least squares over recent
+/// passes (each weighing `DECAY` times the one after it): what one more drafted token costs.
+#[derive(Debug, Clone, Default)]
+pub struct PassCost {
+    weight: f64,
+    x: f64,
+    y: f64,
+    xx: f64,
+    xy: f64,
+}
+
+impl PassCost {
+    const DECAY: f64 = 0.97;
+
+    pub fn record(&mut self, tokens: usize, secs: f32) {
+        let (x, y) = (tokens as f64, secs as f64);
+        let d = PassCost::DECAY;
+        self.weight = self.weight * d + 1.0;
+        self.x = self.x * d + x;
+        self.y = self.y * d + y;
+        self.xx = self.xx * d + x * x;
+        self.xy = self.xy * d + x * y;
+    }
+
+    /// The share of a pass of `n` tokens that one more token adds: b / (a + b·n); `None` until
+    /// passes of different sizes have been timed.
+    pub fn extra_share(&self, n: usize) -> Option<f64> {
+        let spread = self.weight * self.xx - self.x * self.x;
+        if self.weight < 2.0 || spread <= 1e-6 * self.weight * self.weight {
+            return None;
+        }
+        let b = ((self.weight * self.xy - self.x * self.y) / spread).max(0.0);
+        let a = ((self.y - b * self.x) / self.weight).max(0.0);
+        let pass = a + b * n as f64;
+        (pass > 0.0).then(|| b / pass)
+    }
+}
+
+/// How many tokens the prompt lookup's further continuations (after its first) may add to a
+/// step's tree. They pay when the tokens they get accepted, per token they add, are more than
+/// the share of a pass one token costs (`PassCost`): then the allowance grows, else it shrinks,
+/// and at none the trees pause for `probe_after` generated tokens before a probe.
+#[derive(Debug, Clone)]
+pub struct TreeControl {
+    pub tokens: usize,
+    max: usize,
+    /// (tokens added, tokens of them accepted) of the latest tree steps.
+    recent: VecDeque<(usize, usize)>,
+    paused_until: Option<usize>,
+    pub pauses: usize,
+}
+
+impl TreeControl {
+    const WINDOW: usize = 8;
+    const STEP: usize = 2;
+
+    pub fn new(max: usize) -> TreeControl {
+        TreeControl { tokens: max, max, recent: VecDeque::new(), paused_until: None, pauses: 0 }
+    }
+
+    /// The allowance for a step at `generated` tokens (0 while paused).
+    pub fn allowance(&mut self, generated: usize) -> usize {
+        match self.paused_until {
+            Some(until) if generated < until => 0,
+            Some(_) => {
+                self.paused_until = None;
+                self.recent.clear();
+                self.tokens = TreeControl::STEP.min(self.max);
+                self.tokens
+            }
+            None => self.tokens,
+        }
+    }
+
+    /// A tree step's outcome: `added` tokens from further continuations, `gained` of them
+    /// accepted; `share` what one token adds to a pass (`PassCost::extra_share`).
+    pub fn record(&mut self, added: usize, gained: usize, share: Option<f64>, generated: usize, probe_after: usize) {
+        if added == 0 {
+            return;
+        }
+        if self.recent.len() == TreeControl::WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((added, gained));
+        let Some(share) = share else { return };
+        if self.recent.len() < TreeControl::WINDOW / 2 {
+            return;
+        }
+        let (added, gained) = self.recent.iter().fold((0, 0), |(a, g), (x, y)| (a + x, g + y));
+        if gained as f64 >= share * added as f64 {
+            self.tokens = (self.tokens + TreeControl::STEP).min(self.max);
+        } else {
+            self.tokens = self.tokens.saturating_sub(TreeControl::STEP);
+            if self.tokens == 0 {
+                self.paused_until = Some(generated + probe_after);
+                self.pauses += 1;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +318,52 @@ mod tests {
         assert!(lookup(&[5, 6, 7, 8], 2, 3, 4).is_empty());
         // A shorter n-gram is used when the longer one has no earlier copy.
         assert_eq!(lookup(&[1, 2, 9, 3, 1, 2], 2, 3, 3), vec![9, 3, 1]);
+    }
+
+    #[test]
+    fn lookup_branches_gathers_every_earlier_continuation() {
+        // "2 3" goes on as "4 5", "7 8" and "4 6" earlier; the context ends in "2 3".
+        let context = [2, 3, 4, 5, 0, 2, 3, 7, 8, 0, 2, 3, 4, 6, 0, 2, 3];
+        assert_eq!(lookup_branches(&context, 2, 3, 2, 4), vec![vec![4, 6], vec![7, 8], vec![4, 5]]);
+        // The first is `lookup`'s, and the count is capped.
+        assert_eq!(lookup_branches(&context, 2, 3, 2, 1), vec![lookup(&context, 2, 3, 2)]);
+        // A continuation already held by an earlier one is left out.
+        assert_eq!(lookup_branches(&[1, 2, 9, 4, 0, 1, 2, 9, 4, 0, 1, 2], 2, 3, 2, 4), vec![vec![9, 4]]);
+        assert!(lookup_branches(&[5, 6, 7, 8], 2, 3, 4, 4).is_empty());
+    }
+
+    #[test]
+    fn a_pass_costs_its_fixed_part_and_a_share_per_token() {
+        let mut cost = PassCost::default();
+        cost.record(3, 0.13);
+        assert_eq!(cost.extra_share(3), None, "one size alone says nothing of a token's share");
+        for n in [1, 5, 9, 1, 12] {
+            cost.record(n, 0.1 + 0.01 * n as f32);
+        }
+        // a = 0.1 s, b = 0.01 s: one more token on a pass of 10 is 0.01 / 0.2 of it.
+        let share = cost.extra_share(10).unwrap();
+        assert!((share - 0.05).abs() < 1e-3, "{share}");
+    }
+
+    #[test]
+    fn further_branches_grow_while_they_pay_and_pause_when_not() {
+        let mut tree = TreeControl::new(8);
+        assert_eq!(tree.allowance(0), 8);
+        // Half their tokens accepted against a 5 % share: they pay, and stay at the most.
+        for g in 0..8 {
+            tree.record(8, 4, Some(0.05), g, 64);
+        }
+        assert_eq!(tree.tokens, 8);
+        // None accepted: the allowance falls by two a step to none, and trees pause.
+        for g in 8..20 {
+            tree.record(tree.tokens.max(1), 0, Some(0.05), g, 64);
+            if tree.tokens == 0 {
+                break;
+            }
+        }
+        assert_eq!((tree.tokens, tree.pauses), (0, 1));
+        assert_eq!(tree.allowance(30), 0, "paused");
+        assert_eq!(tree.allowance(200), 2, "probed again, small");
     }
 
     #[test]

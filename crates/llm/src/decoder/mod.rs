@@ -34,7 +34,7 @@ mod weights;
 
 pub use attention::KEY_BLOCK;
 pub use device::{DeviceCache, DeviceTransformer};
-pub use drafting::{lookup, DraftSource, SOURCES};
+pub use drafting::{lookup, lookup_branches, DraftSource, SOURCES};
 pub use kernels::kernel_name;
 pub use network::{Cache, Network, Placement};
 pub use sampling::{argmax, probabilities, sample};

@@ -171,7 +171,44 @@ impl Network {
     }
 }
 
+impl Network {
+    /// Whether this network verifies a tree of drafts in one pass (`forward_tree`): Quire's
+    /// CPU kernels do; candle's path verifies chains.
+    pub fn verifies_trees(&self) -> bool {
+        matches!(self, Network::Cpu(_))
+    }
+
+    /// Runs a tree of tokens in one pass (`Transformer::forward_tree`): token i > 0 follows
+    /// `parents[i - 1]`. A network that does not verify trees runs chains only.
+    pub fn forward_tree(
+        &self,
+        tokens: &[u32],
+        parents: &[usize],
+        cache: &mut Cache,
+        logits_from: usize,
+    ) -> Result<Vec<f32>> {
+        match (self, cache) {
+            (Network::Cpu(t), Cache::Cpu(c)) => rayon::scope(|_| t.forward_tree(tokens, parents, c, logits_from)),
+            (network, cache) if parents.iter().enumerate().all(|(i, &p)| p == i) => {
+                network.forward(tokens, cache, logits_from)
+            }
+            _ => bail!("this network verifies chains of drafts, not trees"),
+        }
+    }
+}
+
 impl Cache {
+    /// Keeps the accepted branch of a tree's pass (`KvCache::keep_branch`): the positions
+    /// `slots` moved to `from, from + 1, …` and the rest of the pass forgotten.
+    pub fn keep_branch(&mut self, from: usize, slots: &[usize]) -> Result<()> {
+        match self {
+            Cache::Cpu(c) => c.keep_branch(from, slots),
+            _ if slots.iter().enumerate().all(|(j, &s)| s == from + j) => self.truncate(from + slots.len()),
+            _ => bail!("this network's cache keeps chains of drafts, not branches of trees"),
+        }
+        Ok(())
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Cache::Cpu(c) => c.len(),

@@ -20,6 +20,14 @@ pub struct Speculation {
     pub initial_k: usize,
     /// Most tokens taken from the grammar or the prompt in one step (they cost no model run).
     pub max_free: usize,
+    /// Most continuations the prompt lookup proposes in one greedy step, verified together as
+    /// a tree (1: the most recent only, a chain). 1 by default: on a 2-core CPU a verified
+    /// token costs a quarter of a pass, and trees of every earlier continuation were slower
+    /// than chains on RAG answers (BENCHMARKS.md, "Drafts in trees")…
+    pub lookup_branches: usize,
+    /// …and most tokens the continuations after the first add to the tree (each costs a
+    /// token's share of the verify pass; the allowance adapts below this, `TreeControl`).
+    pub tree_tokens: usize,
     /// The draft model stops proposing once its top probability falls below this.
     pub min_draft_probability: f32,
     /// Outcomes remembered per source.
@@ -49,6 +57,8 @@ impl Default for Speculation {
             max_k: 6,
             initial_k: 3,
             max_free: 16,
+            lookup_branches: 1,
+            tree_tokens: 8,
             min_draft_probability: 0.35,
             window: 32,
             fallback_below: 0.5,
@@ -79,6 +89,13 @@ pub struct SourceStats {
 pub struct SpeculationStats {
     /// Target forward passes after the prompt.
     pub verify_steps: usize,
+    /// Of them, passes that verified a tree of drafts (more than one continuation).
+    pub tree_steps: usize,
+    /// Tokens the lookup's further continuations added to trees, and of them accepted.
+    pub branch_proposed: usize,
+    pub branch_accepted: usize,
+    /// Times trees paused because their further continuations did not pay.
+    pub tree_pauses: usize,
     pub generated_tokens: usize,
     pub grammar: SourceStats,
     pub lookup: SourceStats,

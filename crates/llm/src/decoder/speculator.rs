@@ -19,11 +19,21 @@ use super::{
 use crate::thermal::{PowerState, Throttle};
 use crate::{Generation, GenerationRequest, GenerationStats, TokenProbability};
 
-/// A drafted token: who proposed it and, for sampled model drafts, the draft distribution.
+/// A drafted token: who proposed it, the token it follows in the verify pass (0: the step's
+/// first token, j: the j-th draft), whether a further lookup continuation (not the first)
+/// added it, and, for sampled model drafts, the draft distribution. Drafts that each follow
+/// the one before form a chain; others a tree (greedy steps only).
 struct Draft {
     token: u32,
     source: DraftSource,
+    parent: usize,
+    further: bool,
     q: Option<Vec<f32>>,
+}
+
+/// The drafts that follow `node` (an input index of the verify pass), as input indices.
+fn children(drafts: &[Draft], node: usize) -> impl Iterator<Item = usize> + '_ {
+    drafts.iter().enumerate().filter(move |(_, d)| d.parent == node).map(|(j, _)| j + 1)
 }
 
 /// The state of one reply being decoded.
@@ -164,43 +174,58 @@ impl Decoder {
             input.push(pending);
             input.extend(drafts.iter().map(|d| d.token));
             let base = run.cache.len();
-            let logits = self.target.forward(&input, &mut run.cache, 0)?;
+            let parents: Vec<usize> = drafts.iter().map(|d| d.parent).collect();
+            let tree = parents.iter().enumerate().any(|(j, &p)| p != j);
+            let logits = if tree {
+                speculator.stats.tree_steps += 1;
+                self.target.forward_tree(&input, &parents, &mut run.cache, 0)?
+            } else {
+                self.target.forward(&input, &mut run.cache, 0)?
+            };
             speculator.stats.verify_steps += 1;
 
-            let mut accepted = 0;
+            // The walk down the tree: from the step's first token, the draft that the target's
+            // choice at each node matches, while one does. `path` holds the input indices taken.
+            let mut path: Vec<usize> = Vec::new();
+            let mut node = 0;
             let mut mask = mask0;
             let mut next = None;
-            for i in 0..=drafts.len() {
-                if i > 0 {
+            // The cache keeps the step's first token and the accepted branch, moved next to it.
+            let keep = |cache: &mut Cache, path: &[usize]| {
+                let slots: Vec<usize> = std::iter::once(0).chain(path.iter().copied()).map(|n| base + n).collect();
+                cache.keep_branch(base, &slots)
+            };
+            for depth in 0..=drafts.len() {
+                if depth > 0 {
                     mask = match next_mask(run)? {
                         Next::Free => None,
                         Next::Mask(mask) => Some(mask),
                         Next::Done => {
                             // The grammar is complete after the drafts accepted so far.
-                            run.cache.truncate(base + 1 + accepted);
+                            keep(&mut run.cache, &path)?;
                             on_step(run)?;
                             return Ok("stop".into());
                         }
                     };
                 }
-                let row = &logits[i * vocab..(i + 1) * vocab];
-                let draft = drafts.get(i);
+                let row = &logits[node * vocab..(node + 1) * vocab];
+                // Sampling steps draft chains: the one draft after this node, if any.
+                let draft = children(&drafts, node).next().map(|n| (n, &drafts[n - 1]));
                 let choice = match (run.temperature, draft) {
-                    (None, Some(d)) => {
+                    (None, Some(_)) => {
                         let best = argmax(row, mask.as_ref());
-                        if best == d.token {
-                            Ok(())
-                        } else {
-                            Err(best)
+                        match children(&drafts, node).find(|&n| drafts[n - 1].token == best) {
+                            Some(n) => Ok(n),
+                            None => Err(best),
                         }
                     }
                     (None, None) => Err(argmax(row, mask.as_ref())),
-                    (Some(t), Some(d)) => {
+                    (Some(t), Some((n, d))) => {
                         let p = probabilities(row, mask.as_ref(), t);
                         let q_d = d.q.as_ref().map_or(1.0, |q| q[d.token as usize]);
                         let keep = q_d <= 0.0 || run.rng.random::<f32>() < (p[d.token as usize] / q_d).min(1.0);
                         if keep {
-                            Ok(())
+                            Ok(n)
                         } else {
                             // Residual (p − q)+: with a one-hot q, p without the drafted token.
                             let mut residual = p.clone();
@@ -218,12 +243,13 @@ impl Decoder {
                     }
                 };
                 match choice {
-                    Ok(()) => {
-                        let d = &drafts[i];
-                        accepted += 1;
+                    Ok(n) => {
+                        let d = &drafts[n - 1];
+                        path.push(n);
+                        node = n;
                         speculator.stats.source_mut(d.source).accepted += 1;
                         if self.take(run, d.token, token_probability(row, d.token))? {
-                            run.cache.truncate(base + 1 + accepted);
+                            keep(&mut run.cache, &path)?;
                             on_step(run)?;
                             return Ok("stop".into());
                         }
@@ -234,8 +260,8 @@ impl Decoder {
                     }
                 }
             }
-            run.cache.truncate(base + 1 + accepted);
-            speculator.record(&drafts, accepted, generated, choice, step_started.elapsed());
+            keep(&mut run.cache, &path)?;
+            speculator.record(&drafts, &path, generated, choice, step_started.elapsed());
             let (token, probability) = next.expect("a verify step always yields a token");
             let ended = self.take(run, token, probability)?;
             if !on_step(run)? {
@@ -275,6 +301,9 @@ struct Speculator<'d> {
     throttle: Throttle,
     draft_cache: Option<(Cache, Vec<u32>)>,
     costs: Costs,
+    /// What a verify pass costs by its size, and the further lookup continuations' allowance.
+    pass_cost: drafting::PassCost,
+    tree: drafting::TreeControl,
     stats: &'d mut SpeculationStats,
 }
 
@@ -294,6 +323,8 @@ impl<'d> Speculator<'d> {
             throttle: Throttle::for_state(PowerState::UNKNOWN),
             draft_cache: None,
             costs: Costs::default(),
+            pass_cost: drafting::PassCost::default(),
+            tree: drafting::TreeControl::new(settings.tree_tokens),
             stats,
         }
     }
@@ -309,21 +340,41 @@ impl<'d> Speculator<'d> {
         }
     }
 
-    /// After a verify step that kept `accepted` drafts: each source's outcome (drafts are
-    /// grouped by source in proposal order) and what the step cost.
-    fn record(&mut self, drafts: &[Draft], accepted: usize, generated: usize, choice: Choice, took: Duration) {
+    /// After a verify step that took the drafts `path` (input indices, down the tree): each
+    /// source's outcome and what the step cost. A source was reached when the walk got to the
+    /// depth its drafts start at; it proposed as many tokens as its longest branch holds.
+    fn record(&mut self, drafts: &[Draft], path: &[usize], generated: usize, choice: Choice, took: Duration) {
+        // Each draft's depth, and how many drafts of its source lie on its branch up to it.
+        let mut depth = vec![0usize; drafts.len() + 1];
+        let mut own = vec![0usize; drafts.len() + 1];
+        for (j, d) in drafts.iter().enumerate() {
+            depth[j + 1] = depth[d.parent] + 1;
+            let parent_own = if d.parent > 0 && drafts[d.parent - 1].source == d.source { own[d.parent] } else { 0 };
+            own[j + 1] = parent_own + 1;
+        }
         for (index, source) in SOURCES.iter().enumerate() {
-            let Some(first) = drafts.iter().position(|d| d.source == *source) else { continue };
-            if accepted < first {
+            let nodes = || (1..=drafts.len()).filter(|&n| drafts[n - 1].source == *source);
+            let Some(first) = nodes().map(|n| depth[n]).min() else { continue };
+            if path.len() + 1 < first {
                 continue; // rejected before this source's drafts were reached
             }
-            let proposed = drafts.iter().filter(|d| d.source == *source).count();
-            let taken = (accepted - first).min(proposed);
+            let proposed = nodes().map(|n| own[n]).max().unwrap_or(0);
+            let taken = path.iter().filter(|&&n| drafts[n - 1].source == *source).count();
             let s = self.settings;
             self.controls[index].update(proposed, taken, generated, s.fallback_below, s.probe_after);
             self.stats.source_mut(*source).pauses = self.controls[index].pauses;
         }
-        self.costs.record(choice, took.as_secs_f32(), accepted + 1);
+        self.costs.record(choice, took.as_secs_f32(), path.len() + 1);
+        // The further continuations against what their tokens cost the pass.
+        let pass = drafts.len() + 1;
+        self.pass_cost.record(pass, took.as_secs_f32());
+        let added = drafts.iter().filter(|d| d.further).count();
+        let gained = path.iter().filter(|&&n| drafts[n - 1].further).count();
+        let s = self.settings;
+        self.tree.record(added, gained, self.pass_cost.extra_share(pass), generated, s.probe_after);
+        self.stats.branch_proposed += added;
+        self.stats.branch_accepted += gained;
+        self.stats.tree_pauses = self.tree.pauses;
     }
 
     /// Drafts for the step after `run.tokens`: first what the grammar forces, then from the
@@ -346,9 +397,11 @@ impl<'d> Speculator<'d> {
                     let valid = m.validate_tokens(&forced[..take]).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
                     m.consume_tokens(&forced[..valid]).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
                     consumed += valid;
-                    drafts.extend(forced[..valid].iter().map(|&token| Draft {
+                    drafts.extend(forced[..valid].iter().enumerate().map(|(j, &token)| Draft {
                         token,
                         source: DraftSource::Grammar,
+                        parent: j,
+                        further: false,
                         q: None,
                     }));
                 }
@@ -359,8 +412,17 @@ impl<'d> Speculator<'d> {
             }
             let mut context = run.tokens.clone();
             context.extend(drafts.iter().map(|d| d.token));
-            let lookup_candidate = if speculation.lookup_drafts && self.controls[1].active(generated) {
-                drafting::lookup(&context, 2, 4, self.controls[1].k.min(room))
+            // Greedy steps on a network that verifies trees try every earlier continuation of
+            // the context's last words at once (the same words in several passages go on
+            // differently); sampling steps, and candle's path, the most recent one.
+            let allowance = self.tree.allowance(generated);
+            let branches = if run.temperature.is_none() && self.decoder.target.verifies_trees() && allowance > 0 {
+                speculation.lookup_branches.max(1)
+            } else {
+                1
+            };
+            let lookup_candidates = if speculation.lookup_drafts && self.controls[1].active(generated) {
+                drafting::lookup_branches(&context, 2, 4, self.controls[1].k.min(room), branches)
             } else {
                 Vec::new()
             };
@@ -372,7 +434,7 @@ impl<'d> Speculator<'d> {
             // the lowest cost — acceptance is what it buys, but a draft model that is right 80 %
             // of the time still loses where verifying costs nearly a step per token.
             let mut options = vec![Choice::Grammar];
-            if !lookup_candidate.is_empty() {
+            if !lookup_candidates.is_empty() {
                 options.push(Choice::Lookup);
             }
             if model_ready {
@@ -385,16 +447,34 @@ impl<'d> Speculator<'d> {
             };
             chosen = choice;
             if choice == Choice::Lookup {
-                let valid = match run.matcher.as_mut() {
-                    Some(m) => m.validate_tokens(&lookup_candidate).map_err(|e| anyhow::anyhow!("grammar: {e}"))?,
-                    None => lookup_candidate.len(),
-                };
-                let valid = lookup_candidate[..valid].iter().position(|t| run.stop_tokens.contains(t)).unwrap_or(valid);
-                drafts.extend(lookup_candidate[..valid].iter().map(|&token| Draft {
-                    token,
-                    source: DraftSource::Lookup,
-                    q: None,
-                }));
+                // The candidates merged into a tree after the grammar's drafts: a shared start
+                // once, the first candidate whole, the others' own tokens up to the allowance.
+                let (root, first_lookup) = (drafts.len(), drafts.len());
+                let mut extra = 0;
+                for (b, candidate) in lookup_candidates.iter().enumerate() {
+                    let valid = match run.matcher.as_mut() {
+                        Some(m) => m.validate_tokens(candidate).map_err(|e| anyhow::anyhow!("grammar: {e}"))?,
+                        None => candidate.len(),
+                    };
+                    let valid = candidate[..valid].iter().position(|t| run.stop_tokens.contains(t)).unwrap_or(valid);
+                    let mut parent = root;
+                    for &token in &candidate[..valid] {
+                        let shared = drafts[first_lookup..]
+                            .iter()
+                            .position(|d| d.parent == parent && d.token == token)
+                            .map(|j| first_lookup + j + 1);
+                        if let Some(n) = shared {
+                            parent = n;
+                            continue;
+                        }
+                        if drafts.len() >= budget || (b > 0 && extra >= allowance) {
+                            break;
+                        }
+                        extra += (b > 0) as usize;
+                        drafts.push(Draft { token, source: DraftSource::Lookup, parent, further: b > 0, q: None });
+                        parent = drafts.len();
+                    }
+                }
             } else if choice == Choice::Model {
                 let k = self.controls[2].k.min(room);
                 consumed += self.draft_from_model(run, &context, k, &mut drafts)?;
@@ -468,7 +548,7 @@ impl<'d> Speculator<'d> {
                 m.consume_token(token).map_err(|e| anyhow::anyhow!("grammar: {e}"))?;
                 consumed += 1;
             }
-            drafts.push(Draft { token, source: DraftSource::Model, q });
+            drafts.push(Draft { token, source: DraftSource::Model, parent: drafts.len(), further: false, q });
         }
         Ok(consumed)
     }

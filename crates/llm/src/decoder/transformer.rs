@@ -211,6 +211,32 @@ impl Rows {
         }
     }
 
+    /// Copies a position's `width` elements in every layer from `from(d)` to `to(d)`, and in 8
+    /// bits its `blocks` scales from `scale_from(b)` to `scale_to(b)`.
+    fn copy(
+        &mut self,
+        width: usize,
+        from: impl Fn(usize) -> usize,
+        to: impl Fn(usize) -> usize,
+        scale_from: impl Fn(usize) -> usize,
+        scale_to: impl Fn(usize) -> usize,
+    ) {
+        fn each<T: Copy>(rows: &mut [Vec<T>], n: usize, from: impl Fn(usize) -> usize, to: impl Fn(usize) -> usize) {
+            for layer in rows {
+                for d in 0..n {
+                    layer[to(d)] = layer[from(d)];
+                }
+            }
+        }
+        match self {
+            Rows::F32(rows) => each(rows, width, from, to),
+            Rows::Int8 { rows, scales, blocks } => {
+                each(rows, width, from, to);
+                each(scales, *blocks, scale_from, scale_to);
+            }
+        }
+    }
+
     /// Stores `row` in `layer`, its element d at `place(d)` of the buffer; in 8 bits each block
     /// of `SCALE_BLOCK` elements rounded to the nearest multiple of its scale (its largest
     /// magnitude / 127), block b's scale at `scale_place(b)`.
@@ -301,6 +327,39 @@ impl KvCache {
         self.keys.bytes() + self.values.bytes()
     }
 
+    /// After a tree's verify pass (`Transformer::forward_tree`), keeps the branch that was
+    /// accepted: the positions `slots` (in increasing order, the first at or after `from`),
+    /// whose keys were rotated for `from, from + 1, …`, moved there in every layer, and the
+    /// cache cut back after them. Only the branch's rows move; the rest of the cache stays.
+    pub fn keep_branch(&mut self, from: usize, slots: &[usize]) {
+        assert!(slots.iter().enumerate().all(|(j, &s)| s >= from + j && s < self.len), "a branch within the pass");
+        let blocks = self.head_dim.div_ceil(SCALE_BLOCK);
+        for (j, &slot) in slots.iter().enumerate() {
+            let to = from + j;
+            if slot == to {
+                continue;
+            }
+            for head in 0..self.heads {
+                let key = |p: usize| (self.slot(head, p / KEY_BLOCK * KEY_BLOCK), p % KEY_BLOCK);
+                let key_scale = |p: usize| ((head * self.capacity + p / KEY_BLOCK * KEY_BLOCK) * blocks, p % KEY_BLOCK);
+                let ((ka, kl), (kb, kl2)) = (key(slot), key(to));
+                let ((sa, sl), (sb, sl2)) = (key_scale(slot), key_scale(to));
+                self.keys.copy(
+                    self.head_dim,
+                    |d| ka + d * KEY_BLOCK + kl,
+                    |d| kb + d * KEY_BLOCK + kl2,
+                    |b| sa + b * KEY_BLOCK + sl,
+                    |b| sb + b * KEY_BLOCK + sl2,
+                );
+                let (va, vb) = (self.slot(head, slot), self.slot(head, to));
+                let value_scale = |p: usize| (head * self.capacity + p) * blocks;
+                let (vsa, vsb) = (value_scale(slot), value_scale(to));
+                self.values.copy(self.head_dim, |d| va + d, |d| vb + d, |b| vsa + b, |b| vsb + b);
+            }
+        }
+        self.len = from + slots.len();
+    }
+
     /// Where a head's region starts, in either buffer (and a value's place in it).
     fn slot(&self, head: usize, position: usize) -> usize {
         (head * self.capacity + position) * self.head_dim
@@ -359,10 +418,16 @@ impl Config {
 /// The rotary embedding's cosines and sines for positions `start..start + m`, `inv_freq.len()`
 /// of each per position (in f64, then rounded, as `inv_freq`).
 pub(super) fn rope_tables(inv_freq: &[f32], start: usize, m: usize) -> (Vec<f32>, Vec<f32>) {
+    rope_tables_at(inv_freq, start..start + m)
+}
+
+/// `rope_tables` for each of `positions`, in order.
+fn rope_tables_at(inv_freq: &[f32], positions: impl ExactSizeIterator<Item = usize>) -> (Vec<f32>, Vec<f32>) {
+    let m = positions.len();
     let mut cos = Vec::with_capacity(m * inv_freq.len());
     let mut sin = Vec::with_capacity(m * inv_freq.len());
-    for t in 0..m {
-        let position = (start + t) as f32;
+    for position in positions {
+        let position = position as f32;
         for &f in inv_freq {
             let angle = position * f;
             cos.push((angle as f64).cos() as f32);
@@ -431,12 +496,36 @@ impl Transformer {
     /// Runs `tokens` at the positions after the cache's, appends their keys and values, and
     /// returns the logits of the tokens from index `logits_from` on (`vocab` floats each).
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, logits_from: usize) -> Result<Vec<f32>> {
+        self.run(tokens, None, cache, logits_from)
+    }
+
+    /// Runs a tree of tokens in one pass: `tokens[0]` follows the cache, and token i > 0
+    /// follows `parents[i - 1]` (< i). Each token sits at the position after its parent's and
+    /// attends to the cache and to its own ancestors only, and gets the logits it would get
+    /// were its branch alone run as a chain (the same bits: its scores are the same chains over
+    /// the same keys, in the same order). The keys and values of token i are cached at the
+    /// i-th position after the cache's, those of one branch then kept by `KvCache::keep_branch`.
+    pub fn forward_tree(
+        &self,
+        tokens: &[u32],
+        parents: &[usize],
+        cache: &mut KvCache,
+        logits_from: usize,
+    ) -> Result<Vec<f32>> {
+        if parents.len() + 1 != tokens.len() || parents.iter().enumerate().any(|(i, &p)| p > i) {
+            bail!("a tree's tokens each follow one before them");
+        }
+        self.run(tokens, Some(parents), cache, logits_from)
+    }
+
+    fn run(&self, tokens: &[u32], tree: Option<&[usize]>, cache: &mut KvCache, logits_from: usize) -> Result<Vec<f32>> {
         let c = &self.config;
         let m = tokens.len();
         let start = cache.len;
         if start + m > cache.capacity {
             bail!("the conversation needs {} tokens; this model's cache holds {}", start + m, cache.capacity);
         }
+        let visible = tree.map(Visible::of);
         let (hidden, hd) = (c.hidden, c.head_dim);
         let q_dim = c.heads * hd;
         let kv_dim = c.kv_heads * hd;
@@ -448,7 +537,10 @@ impl Transformer {
             }
             self.embedding.row(token as usize, &mut x[t * hidden..(t + 1) * hidden]);
         }
-        let (cos, sin) = rope_tables(&self.inv_freq, start, m);
+        let (cos, sin) = match &visible {
+            None => rope_tables(&self.inv_freq, start, m),
+            Some(v) => rope_tables_at(&self.inv_freq, v.depths.iter().map(|d| start + d)),
+        };
 
         let mut normed = vec![0f32; m * hidden];
         let mut q = vec![0f32; m * q_dim];
@@ -483,7 +575,7 @@ impl Transformer {
                     cache.put(li, h, start + t, &k[src..src + hd], &v[src..src + hd]);
                 }
             }
-            self.attention(&q, cache, li, start, &mut attn);
+            self.attention(&q, cache, li, start, visible.as_ref(), &mut attn);
             layer.o.matmul(&attn, m, &mut proj);
             for (xi, pi) in x.iter_mut().zip(&proj) {
                 *xi += pi;
@@ -514,7 +606,18 @@ impl Transformer {
     /// Causal attention of the batch's queries over the cache. One task per (token, KV head)
     /// serves all the query heads that share that KV head, so each cached key and value is
     /// read once for the group rather than once per query head.
-    fn attention(&self, q: &[f32], cache: &KvCache, layer: usize, start: usize, out: &mut [f32]) {
+    ///
+    /// In a tree (`visible`), a token sees the cache and its ancestors: the positions up to
+    /// where its branch leaves the pass's first chain run as above, its other ancestors after.
+    fn attention(
+        &self,
+        q: &[f32],
+        cache: &KvCache,
+        layer: usize,
+        start: usize,
+        visible: Option<&Visible>,
+        out: &mut [f32],
+    ) {
         let c = &self.config;
         let hd = c.head_dim;
         let group = c.heads / c.kv_heads;
@@ -523,7 +626,14 @@ impl Transformer {
             let (t, kv) = (i / c.kv_heads, i % c.kv_heads);
             let first_head = kv * group;
             let queries = &q[(t * c.heads + first_head) * hd..(t * c.heads + first_head + group) * hd];
-            let seen = start + t + 1;
+            let (seen, branch) = match visible {
+                None => (start + t + 1, &[][..]),
+                Some(v) => (start + v.chain[t], &v.branch[t][..]),
+            };
+            if !branch.is_empty() {
+                let slots: Vec<usize> = branch.iter().map(|b| start + b).collect();
+                return self.branch_attention(queries, cache, layer, kv, seen, &slots, scale, o);
+            }
             let base = cache.slot(kv, 0);
             let mut scores = vec![0f32; group * seen];
             let blocks = seen.next_multiple_of(KEY_BLOCK);
@@ -553,6 +663,138 @@ impl Transformer {
                 _ => unreachable!("keys and values are cached in one precision"),
             }
         });
+    }
+
+    /// One token's attention for KV head `kv` over the cache's first `seen` positions and then
+    /// the positions `slots` (its other ancestors): their scores by the same kernels over a
+    /// copy of their keys, the softmax over all in order, the values of the first `seen` by
+    /// the kernel and the chains carried on over the others'.
+    #[allow(clippy::too_many_arguments)]
+    fn branch_attention(
+        &self,
+        queries: &[f32],
+        cache: &KvCache,
+        layer: usize,
+        kv: usize,
+        seen: usize,
+        slots: &[usize],
+        scale: f32,
+        o: &mut [f32],
+    ) {
+        let hd = self.config.head_dim;
+        let group = queries.len() / hd;
+        let (more, total) = (slots.len(), seen + slots.len());
+        let base = cache.slot(kv, 0);
+        let (mut near, mut far) = (vec![0f32; group * seen], vec![0f32; group * more]);
+        let gathered = more.next_multiple_of(KEY_BLOCK);
+        // A key block's lane j holds position j of the block; a copied key keeps its dimensions.
+        let key_at = |p: usize, d: usize| base + p / KEY_BLOCK * KEY_BLOCK * hd + d * KEY_BLOCK + p % KEY_BLOCK;
+        let gathered_at = |j: usize, d: usize| j / KEY_BLOCK * KEY_BLOCK * hd + d * KEY_BLOCK + j % KEY_BLOCK;
+        let scores_of = |near: &mut [f32], far: &mut [f32]| {
+            let mut rows = vec![0f32; group * total];
+            for h in 0..group {
+                let row = &mut rows[h * total..(h + 1) * total];
+                row[..seen].copy_from_slice(&near[h * seen..(h + 1) * seen]);
+                row[seen..].copy_from_slice(&far[h * more..(h + 1) * more]);
+                quire_simd::softmax(row);
+                near[h * seen..(h + 1) * seen].copy_from_slice(&row[..seen]);
+                far[h * more..(h + 1) * more].copy_from_slice(&row[seen..]);
+            }
+        };
+        let blocks = seen.next_multiple_of(KEY_BLOCK);
+        match (&cache.keys, &cache.values) {
+            (Rows::F32(keys), Rows::F32(values)) => {
+                let (keys, values) = (&keys[layer], &values[layer]);
+                attention::scores(queries, &keys[base..base + blocks * hd], hd, scale, &mut near);
+                let mut copied = vec![0f32; gathered * hd];
+                for (j, &p) in slots.iter().enumerate() {
+                    for d in 0..hd {
+                        copied[gathered_at(j, d)] = keys[key_at(p, d)];
+                    }
+                }
+                attention::scores(queries, &copied, hd, scale, &mut far);
+                scores_of(&mut near, &mut far);
+                attention::weighted_values(&near, &values[base..base + seen * hd], hd, o);
+                let copied: Vec<f32> =
+                    slots.iter().flat_map(|&p| &values[cache.slot(kv, p)..][..hd]).copied().collect();
+                attention::weighted_values_more(&far, &copied, hd, o);
+            }
+            (
+                Rows::Int8 { rows: keys, scales: key_scales, blocks: per_row },
+                Rows::Int8 { rows: values, scales: value_scales, .. },
+            ) => {
+                let per_row = *per_row;
+                let (keys, key_scales) = (&keys[layer], &key_scales[layer]);
+                let (values, value_scales) = (&values[layer], &value_scales[layer]);
+                let scales = kv * cache.capacity * per_row;
+                let scale_at =
+                    |p: usize, b: usize| scales + p / KEY_BLOCK * KEY_BLOCK * per_row + b * KEY_BLOCK + p % KEY_BLOCK;
+                attention::scores_i8(
+                    queries,
+                    &keys[base..base + blocks * hd],
+                    &key_scales[scales..scales + blocks * per_row],
+                    hd,
+                    scale,
+                    &mut near,
+                );
+                let (mut copied, mut copied_scales) = (vec![0i8; gathered * hd], vec![0f32; gathered * per_row]);
+                for (j, &p) in slots.iter().enumerate() {
+                    for d in 0..hd {
+                        copied[gathered_at(j, d)] = keys[key_at(p, d)];
+                    }
+                    for b in 0..per_row {
+                        copied_scales[j / KEY_BLOCK * KEY_BLOCK * per_row + b * KEY_BLOCK + j % KEY_BLOCK] =
+                            key_scales[scale_at(p, b)];
+                    }
+                }
+                attention::scores_i8(queries, &copied, &copied_scales, hd, scale, &mut far);
+                scores_of(&mut near, &mut far);
+                let value_scale = |p: usize| scales + p * per_row;
+                attention::weighted_values_i8(
+                    &near,
+                    &values[base..base + seen * hd],
+                    &value_scales[value_scale(0)..value_scale(seen)],
+                    hd,
+                    o,
+                );
+                let copied: Vec<i8> = slots.iter().flat_map(|&p| &values[cache.slot(kv, p)..][..hd]).copied().collect();
+                let copied_scales: Vec<f32> =
+                    slots.iter().flat_map(|&p| &value_scales[value_scale(p)..][..per_row]).copied().collect();
+                attention::weighted_values_i8_more(&far, &copied, &copied_scales, hd, o);
+            }
+            _ => unreachable!("keys and values are cached in one precision"),
+        }
+    }
+}
+
+/// What each token of a tree's pass sees beyond the cache: `chain[t]` positions of the pass
+/// from its start (where token t's ancestors are the pass's first tokens in order), then the
+/// positions `branch[t]` (its other ancestors, itself last); `depths[t]` its distance from
+/// the first token.
+struct Visible {
+    depths: Vec<usize>,
+    chain: Vec<usize>,
+    branch: Vec<Vec<usize>>,
+}
+
+impl Visible {
+    fn of(parents: &[usize]) -> Visible {
+        let m = parents.len() + 1;
+        let mut depths = Vec::with_capacity(m);
+        let (mut chain, mut branch) = (Vec::with_capacity(m), Vec::with_capacity(m));
+        for t in 0..m {
+            let (mut path, mut n) = (vec![t], t);
+            while n > 0 {
+                n = parents[n - 1];
+                path.push(n);
+            }
+            path.reverse();
+            depths.push(path.len() - 1);
+            let shared = path.iter().enumerate().take_while(|(i, n)| i == *n).count();
+            chain.push(shared);
+            branch.push(path[shared..].to_vec());
+        }
+        Visible { depths, chain, branch }
     }
 }
 
