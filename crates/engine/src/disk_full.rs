@@ -49,6 +49,27 @@ pub(crate) fn explained_removal(e: anyhow::Error, dir: &Path) -> anyhow::Error {
     )
 }
 
+/// Refuses, before anything is written, work that needs about `needed` bytes in `dir` where
+/// its disk has less free: the folder, both figures, and that nothing changed. Where the free
+/// space cannot be read, the work goes on (a full disk is then told as it happens).
+pub(crate) fn ensure_room(dir: &Path, needed: u64, work: &str) -> anyhow::Result<()> {
+    match fs2::available_space(dir) {
+        Ok(free) => room(free, needed, dir, work),
+        Err(_) => Ok(()),
+    }
+}
+
+fn room(free: u64, needed: u64, dir: &Path, work: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        free >= needed,
+        "the disk that holds {} has {} free; {work} needs about {}. Nothing was changed: free some space, then try again",
+        dir.display(),
+        megabytes(free),
+        megabytes(needed)
+    );
+    Ok(())
+}
+
 fn megabytes(bytes: u64) -> String {
     format!("{:.0} MB", (bytes as f64 / 1e6).max(1.0))
 }
@@ -56,6 +77,23 @@ fn megabytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_without_room_is_refused_before_it_starts() {
+        let dir = Path::new("/library");
+        let work = "embedding the library again";
+        assert!(room(5_000_000, 4_000_000, dir, work).is_ok());
+        let said = room(3_000_000, 40_000_000, dir, work).unwrap_err().to_string();
+        assert_eq!(
+            said,
+            "the disk that holds /library has 3 MB free; embedding the library again needs about 40 MB. \
+             Nothing was changed: free some space, then try again"
+        );
+        // A real folder: the room this disk has is enough for a byte, never for an exabyte.
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(ensure_room(tmp.path(), 1, work).is_ok());
+        assert!(ensure_room(tmp.path(), u64::MAX, work).unwrap_err().to_string().contains("free some space"));
+    }
 
     #[test]
     fn a_full_disk_is_told_with_its_folder_and_the_way_on() {

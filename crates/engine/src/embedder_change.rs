@@ -78,17 +78,20 @@ impl Engine {
             return Err(MissingModel::at(ModelUse::Embedder, target).into());
         }
         let _writing = self.writing.lock().await;
+        let dir = target.to_path_buf();
+        let pass = self.config.embedder_pass;
+        let embedder =
+            std::sync::Arc::new(tokio::task::spawn_blocking(move || Embedder::load_with(&dir, pass)).await??);
         let staging = self.config.data_dir.join(STAGING);
         // A staging for another model, or one whole for a list that has changed since, starts again.
         if staging.exists() && library_embedder::recorded(&staging).as_deref() != Some(name.as_str()) {
             std::fs::remove_dir_all(&staging).with_context(|| format!("cannot remove {}", staging.display()))?;
         }
+        let needed = room_needed(&self.config.data_dir, self.kb.dim(), embedder.dim())
+            .saturating_sub(crate::memory::folder_bytes(&staging));
+        crate::disk_full::ensure_room(&self.config.data_dir, needed, "embedding the library again")?;
         let _ = std::fs::remove_file(staging.join(WHOLE));
         std::fs::create_dir_all(&staging).with_context(|| format!("cannot create {}", staging.display()))?;
-        let dir = target.to_path_buf();
-        let pass = self.config.embedder_pass;
-        let embedder =
-            std::sync::Arc::new(tokio::task::spawn_blocking(move || Embedder::load_with(&dir, pass)).await??);
         let staged = KnowledgeBase::open(&staging, embedder.dim(), self.kb.protection()).await?;
         library_embedder::record(&staging, target, &models)?;
         let chunker = Chunker::new(embedder.tokenizer())?;
@@ -303,9 +306,34 @@ fn remove(path: &Path) -> Result<()> {
     }
 }
 
+/// About the bytes a second index of the library in `data_dir` takes: its tables' size, scaled
+/// by the new vectors' width against the old (vectors are most of a table), and a quarter more
+/// (another tokenizer cuts the pages into somewhat more passages; LanceDB writes in versions).
+fn room_needed(data_dir: &Path, old_dim: usize, new_dim: usize) -> u64 {
+    let tables: u64 =
+        ["documents.lance", "chunks.lance"].iter().map(|t| crate::memory::folder_bytes(&data_dir.join(t))).sum();
+    let wider = (new_dim as f64 / old_dim.max(1) as f64).max(1.0);
+    (tables as f64 * wider * 1.25) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_index_needs_the_tables_size_scaled_by_the_vectors_width() {
+        let data = tempfile::tempdir().unwrap();
+        for (table, bytes) in [("documents.lance", 1_000usize), ("chunks.lance", 7_000)] {
+            std::fs::create_dir_all(data.path().join(table).join("data")).unwrap();
+            std::fs::write(data.path().join(table).join("data").join("a.lance"), vec![0u8; bytes]).unwrap();
+        }
+        std::fs::write(data.path().join("queue.json"), vec![0u8; 50_000]).unwrap();
+        // 8,000 bytes of tables (the queue is not the index), a quarter more…
+        assert_eq!(room_needed(data.path(), 384, 384), 10_000);
+        // …twice that for vectors twice as wide, never less for narrower ones.
+        assert_eq!(room_needed(data.path(), 384, 768), 20_000);
+        assert_eq!(room_needed(data.path(), 768, 384), 10_000);
+    }
 
     fn chunk(page: Option<u32>, start: u64, text: &str) -> ChunkRecord {
         ChunkRecord {
