@@ -22,28 +22,10 @@ pub enum DraftSource {
 pub const SOURCES: [DraftSource; 3] = [DraftSource::Grammar, DraftSource::Lookup, DraftSource::Model];
 
 /// The tokens that followed the most recent earlier occurrence of the context's last `n`
-/// tokens (longest `n` first, from `max_ngram` down to `min_ngram`), at most `limit` of them.
+/// tokens (longest `n` first, from `max_ngram` down to `min_ngram`), at most `limit` of them:
+/// the first of `lookup_branches`.
 pub fn lookup(context: &[u32], min_ngram: usize, max_ngram: usize, limit: usize) -> Vec<u32> {
-    if limit == 0 {
-        return Vec::new();
-    }
-    for n in (min_ngram..=max_ngram).rev() {
-        if context.len() <= n {
-            continue;
-        }
-        let tail = &context[context.len() - n..];
-        // Most recent earlier occurrence: the nearest copy is the likeliest to continue alike.
-        for start in (0..context.len() - n).rev() {
-            if &context[start..start + n] == tail {
-                let from = start + n;
-                let to = (from + limit).min(context.len());
-                if from < to {
-                    return context[from..to].to_vec();
-                }
-            }
-        }
-    }
-    Vec::new()
+    lookup_branches(context, min_ngram, max_ngram, limit, 1).pop().unwrap_or_default()
 }
 
 /// `lookup`'s continuations after every earlier occurrence of the context's last `n` tokens,

@@ -169,9 +169,7 @@ impl Network {
             _ => bail!("a cache of another network was handed to this one"),
         }
     }
-}
 
-impl Network {
     /// Whether this network verifies a tree of drafts in one pass (`forward_tree`): Quire's
     /// CPU kernels do; candle's path verifies chains.
     pub fn verifies_trees(&self) -> bool {

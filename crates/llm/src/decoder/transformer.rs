@@ -333,28 +333,16 @@ impl KvCache {
     /// cache cut back after them. Only the branch's rows move; the rest of the cache stays.
     pub fn keep_branch(&mut self, from: usize, slots: &[usize]) {
         assert!(slots.iter().enumerate().all(|(j, &s)| s >= from + j && s < self.len), "a branch within the pass");
-        let blocks = self.head_dim.div_ceil(SCALE_BLOCK);
         for (j, &slot) in slots.iter().enumerate() {
             let to = from + j;
             if slot == to {
                 continue;
             }
             for head in 0..self.heads {
-                let key = |p: usize| (self.slot(head, p / KEY_BLOCK * KEY_BLOCK), p % KEY_BLOCK);
-                let key_scale = |p: usize| ((head * self.capacity + p / KEY_BLOCK * KEY_BLOCK) * blocks, p % KEY_BLOCK);
-                let ((ka, kl), (kb, kl2)) = (key(slot), key(to));
-                let ((sa, sl), (sb, sl2)) = (key_scale(slot), key_scale(to));
-                self.keys.copy(
-                    self.head_dim,
-                    |d| ka + d * KEY_BLOCK + kl,
-                    |d| kb + d * KEY_BLOCK + kl2,
-                    |b| sa + b * KEY_BLOCK + sl,
-                    |b| sb + b * KEY_BLOCK + sl2,
-                );
-                let (va, vb) = (self.slot(head, slot), self.slot(head, to));
-                let value_scale = |p: usize| (head * self.capacity + p) * blocks;
-                let (vsa, vsb) = (value_scale(slot), value_scale(to));
-                self.values.copy(self.head_dim, |d| va + d, |d| vb + d, |b| vsa + b, |b| vsb + b);
+                let (a, b) = (self.place(head, slot), self.place(head, to));
+                let hd = self.head_dim;
+                self.keys.copy(hd, |d| a.key(d), |d| b.key(d), |s| a.key_scale(s), |s| b.key_scale(s));
+                self.values.copy(hd, |d| a.value(d), |d| b.value(d), |s| a.value_scale(s), |s| b.value_scale(s));
             }
         }
         self.len = from + slots.len();
@@ -369,12 +357,56 @@ impl KvCache {
     /// lane `position % 16` of its key block, its scales likewise (`[block][dim block][16]`);
     /// the value's row and its scales in position order.
     fn put(&mut self, layer: usize, head: usize, position: usize, key: &[f32], value: &[f32]) {
-        let blocks = self.head_dim.div_ceil(SCALE_BLOCK);
-        let (key_block, lane) = (position / KEY_BLOCK * KEY_BLOCK, position % KEY_BLOCK);
-        let (keys_at, key_scales_at) = (self.slot(head, key_block), (head * self.capacity + key_block) * blocks);
-        self.keys.put(layer, key, |d| keys_at + d * KEY_BLOCK + lane, |b| key_scales_at + b * KEY_BLOCK + lane);
-        let (values_at, value_scales_at) = (self.slot(head, position), (head * self.capacity + position) * blocks);
-        self.values.put(layer, value, |d| values_at + d, |b| value_scales_at + b);
+        let at = self.place(head, position);
+        self.keys.put(layer, key, |d| at.key(d), |b| at.key_scale(b));
+        self.values.put(layer, value, |d| at.value(d), |b| at.value_scale(b));
+    }
+
+    /// Where `head`'s key and value at `position` sit in a layer's buffers.
+    fn place(&self, head: usize, position: usize) -> Place {
+        Place::of(head, position, self.capacity, self.head_dim)
+    }
+}
+
+/// A position's places in the cache's buffers (`KvCache`'s layout): its key's dimension d at
+/// lane `lane` of its key block, the block's scales likewise (`[block][dim block][16]`), its
+/// value's row and scales in position order.
+struct Place {
+    keys_at: usize,
+    key_scales_at: usize,
+    lane: usize,
+    values_at: usize,
+    value_scales_at: usize,
+}
+
+impl Place {
+    /// In buffers of `capacity` positions a head, `head_dim` values a position.
+    fn of(head: usize, position: usize, capacity: usize, head_dim: usize) -> Place {
+        let blocks = head_dim.div_ceil(SCALE_BLOCK);
+        let key_block = position / KEY_BLOCK * KEY_BLOCK;
+        Place {
+            keys_at: (head * capacity + key_block) * head_dim,
+            key_scales_at: (head * capacity + key_block) * blocks,
+            lane: position % KEY_BLOCK,
+            values_at: (head * capacity + position) * head_dim,
+            value_scales_at: (head * capacity + position) * blocks,
+        }
+    }
+
+    fn key(&self, d: usize) -> usize {
+        self.keys_at + d * KEY_BLOCK + self.lane
+    }
+
+    fn key_scale(&self, b: usize) -> usize {
+        self.key_scales_at + b * KEY_BLOCK + self.lane
+    }
+
+    fn value(&self, d: usize) -> usize {
+        self.values_at + d
+    }
+
+    fn value_scale(&self, b: usize) -> usize {
+        self.value_scales_at + b
     }
 }
 
@@ -525,7 +557,7 @@ impl Transformer {
         if start + m > cache.capacity {
             bail!("the conversation needs {} tokens; this model's cache holds {}", start + m, cache.capacity);
         }
-        let visible = tree.map(Visible::of);
+        let visible = tree.map(|parents| Visible::of(parents, start));
         let (hidden, hd) = (c.hidden, c.head_dim);
         let q_dim = c.heads * hd;
         let kv_dim = c.kv_heads * hd;
@@ -631,8 +663,7 @@ impl Transformer {
                 Some(v) => (start + v.chain[t], &v.branch[t][..]),
             };
             if !branch.is_empty() {
-                let slots: Vec<usize> = branch.iter().map(|b| start + b).collect();
-                return self.branch_attention(queries, cache, layer, kv, seen, &slots, scale, o);
+                return self.branch_attention(queries, cache, layer, kv, seen, branch, scale, o);
             }
             let base = cache.slot(kv, 0);
             let mut scores = vec![0f32; group * seen];
@@ -687,9 +718,10 @@ impl Transformer {
         let base = cache.slot(kv, 0);
         let (mut near, mut far) = (vec![0f32; group * seen], vec![0f32; group * more]);
         let gathered = more.next_multiple_of(KEY_BLOCK);
-        // A key block's lane j holds position j of the block; a copied key keeps its dimensions.
-        let key_at = |p: usize, d: usize| base + p / KEY_BLOCK * KEY_BLOCK * hd + d * KEY_BLOCK + p % KEY_BLOCK;
-        let gathered_at = |j: usize, d: usize| j / KEY_BLOCK * KEY_BLOCK * hd + d * KEY_BLOCK + j % KEY_BLOCK;
+        // The ancestors' places in the cache, and in the copy of their keys: the layout of a
+        // cache of one head holding them in order.
+        let places: Vec<(Place, Place)> =
+            slots.iter().enumerate().map(|(j, &p)| (cache.place(kv, p), Place::of(0, j, gathered, hd))).collect();
         let scores_of = |near: &mut [f32], far: &mut [f32]| {
             let mut rows = vec![0f32; group * total];
             for h in 0..group {
@@ -707,16 +739,14 @@ impl Transformer {
                 let (keys, values) = (&keys[layer], &values[layer]);
                 attention::scores(queries, &keys[base..base + blocks * hd], hd, scale, &mut near);
                 let mut copied = vec![0f32; gathered * hd];
-                for (j, &p) in slots.iter().enumerate() {
-                    for d in 0..hd {
-                        copied[gathered_at(j, d)] = keys[key_at(p, d)];
-                    }
+                for (at, to) in &places {
+                    (0..hd).for_each(|d| copied[to.key(d)] = keys[at.key(d)]);
                 }
                 attention::scores(queries, &copied, hd, scale, &mut far);
                 scores_of(&mut near, &mut far);
                 attention::weighted_values(&near, &values[base..base + seen * hd], hd, o);
                 let copied: Vec<f32> =
-                    slots.iter().flat_map(|&p| &values[cache.slot(kv, p)..][..hd]).copied().collect();
+                    places.iter().flat_map(|(at, _)| &values[at.value(0)..][..hd]).copied().collect();
                 attention::weighted_values_more(&far, &copied, hd, o);
             }
             (
@@ -726,40 +756,33 @@ impl Transformer {
                 let per_row = *per_row;
                 let (keys, key_scales) = (&keys[layer], &key_scales[layer]);
                 let (values, value_scales) = (&values[layer], &value_scales[layer]);
-                let scales = kv * cache.capacity * per_row;
-                let scale_at =
-                    |p: usize, b: usize| scales + p / KEY_BLOCK * KEY_BLOCK * per_row + b * KEY_BLOCK + p % KEY_BLOCK;
+                let first = cache.place(kv, 0);
                 attention::scores_i8(
                     queries,
                     &keys[base..base + blocks * hd],
-                    &key_scales[scales..scales + blocks * per_row],
+                    &key_scales[first.key_scales_at..first.key_scales_at + blocks * per_row],
                     hd,
                     scale,
                     &mut near,
                 );
                 let (mut copied, mut copied_scales) = (vec![0i8; gathered * hd], vec![0f32; gathered * per_row]);
-                for (j, &p) in slots.iter().enumerate() {
-                    for d in 0..hd {
-                        copied[gathered_at(j, d)] = keys[key_at(p, d)];
-                    }
-                    for b in 0..per_row {
-                        copied_scales[j / KEY_BLOCK * KEY_BLOCK * per_row + b * KEY_BLOCK + j % KEY_BLOCK] =
-                            key_scales[scale_at(p, b)];
-                    }
+                for (at, to) in &places {
+                    (0..hd).for_each(|d| copied[to.key(d)] = keys[at.key(d)]);
+                    (0..per_row).for_each(|b| copied_scales[to.key_scale(b)] = key_scales[at.key_scale(b)]);
                 }
                 attention::scores_i8(queries, &copied, &copied_scales, hd, scale, &mut far);
                 scores_of(&mut near, &mut far);
-                let value_scale = |p: usize| scales + p * per_row;
+                let near_scales = first.value_scales_at..first.value_scales_at + seen * per_row;
                 attention::weighted_values_i8(
                     &near,
                     &values[base..base + seen * hd],
-                    &value_scales[value_scale(0)..value_scale(seen)],
+                    &value_scales[near_scales],
                     hd,
                     o,
                 );
-                let copied: Vec<i8> = slots.iter().flat_map(|&p| &values[cache.slot(kv, p)..][..hd]).copied().collect();
+                let copied: Vec<i8> = places.iter().flat_map(|(at, _)| &values[at.value(0)..][..hd]).copied().collect();
                 let copied_scales: Vec<f32> =
-                    slots.iter().flat_map(|&p| &value_scales[value_scale(p)..][..per_row]).copied().collect();
+                    places.iter().flat_map(|(at, _)| &value_scales[at.value_scale(0)..][..per_row]).copied().collect();
                 attention::weighted_values_i8_more(&far, &copied, &copied_scales, hd, o);
             }
             _ => unreachable!("keys and values are cached in one precision"),
@@ -769,8 +792,8 @@ impl Transformer {
 
 /// What each token of a tree's pass sees beyond the cache: `chain[t]` positions of the pass
 /// from its start (where token t's ancestors are the pass's first tokens in order), then the
-/// positions `branch[t]` (its other ancestors, itself last); `depths[t]` its distance from
-/// the first token.
+/// cache positions `branch[t]` (its other ancestors', itself last); `depths[t]` its distance
+/// from the first token.
 struct Visible {
     depths: Vec<usize>,
     chain: Vec<usize>,
@@ -778,7 +801,8 @@ struct Visible {
 }
 
 impl Visible {
-    fn of(parents: &[usize]) -> Visible {
+    /// For a pass whose first token goes at cache position `start`.
+    fn of(parents: &[usize], start: usize) -> Visible {
         let m = parents.len() + 1;
         let mut depths = Vec::with_capacity(m);
         let (mut chain, mut branch) = (Vec::with_capacity(m), Vec::with_capacity(m));
@@ -792,7 +816,7 @@ impl Visible {
             depths.push(path.len() - 1);
             let shared = path.iter().enumerate().take_while(|(i, n)| i == *n).count();
             chain.push(shared);
-            branch.push(path[shared..].to_vec());
+            branch.push(path[shared..].iter().map(|n| start + n).collect());
         }
         Visible { depths, chain, branch }
     }
