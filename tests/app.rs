@@ -1127,7 +1127,8 @@ fn damaged_files_are_checked_and_repaired_from_the_window() {
 }
 
 /// Issue 58: a library made with the English embedder is embedded again with the multilingual
-/// one from Settings. The window says which model searches the library, the change runs with the
+/// one from Settings. The library pane offers it (the notes are German) until it is made, the
+/// window says which model searches the library, the change runs with the
 /// ingestion's progress, the library opens on the new index with every document, and a Japanese
 /// question then finds the German note it asks about.
 #[test]
@@ -1137,6 +1138,14 @@ fn the_library_is_embedded_again_with_the_multilingual_model_from_settings() {
     let app = App::start(smollm2_settings());
     app.wait_ready();
     app.add_documents(docs.path(), 3, Duration::from_secs(300));
+    // The library pane offers the multilingual model: the notes are in German.
+    let offer = app.wait_until("the offer of a model that reads German", Duration::from_secs(60), |a| {
+        let text = a.text("#embedder-offer-text");
+        (!text.is_empty() && a.attr("#embedder-offer", "hidden").is_none()).then_some(text)
+    });
+    assert!(offer.starts_with("100% of this library's passages are in German, and its search model"), "{offer}");
+    assert_eq!(app.text("#embedder-offer-button"), "Embed again with multilingual-e5-small");
+    app.element_screenshot(".sidebar", "27-search-model-offer.png");
     app.click("#settings-button");
     let line = app.text("#embedder-line");
     assert_eq!(line, "This library is searched with all-minilm-l6-v2.");
@@ -1160,6 +1169,7 @@ fn the_library_is_embedded_again_with_the_multilingual_model_from_settings() {
     let data_dir = quire_engine::collection_dir(app.home.path(), quire_engine::DEFAULT_COLLECTION).unwrap();
     assert_eq!(std::fs::read_to_string(data_dir.join("embedder")).unwrap(), "multilingual-e5-small\n");
     app.screenshot("26-search-model-changed.png");
+    assert!(app.attr("#embedder-offer", "hidden").is_some(), "no offer once the library is read in German");
 
     // Asked in Japanese, the German note about the printer is the first passage found.
     app.ask("プリンターのトナーはどうなっていますか", Duration::from_secs(300));

@@ -17,6 +17,7 @@ fn ingest_samples(home: &QuireHome, docs: &Path) {
         assert!(err.contains(bad), "{bad} reported: {err}");
     }
     assert!(!err.contains("latin1.txt"), "latin1.txt is good text");
+    assert!(!err.contains("reads English only"), "an English library is offered no other embedder: {err}");
     let list = text(&home.quire(&["list"]).stdout);
     assert!(list.contains("6 documents"), "{list}");
 }
@@ -369,6 +370,27 @@ fn a_multilingual_library_finds_across_languages_and_keeps_its_embedder() {
         let found = text(&home.quire(&["search", "--mode", "dense", "--limit", "1", question]).stdout);
         assert!(found.starts_with("1. ") && found.lines().next().unwrap().contains(note), "{question}: {found}");
     }
+}
+
+/// A library of German notes made with the English embedder is offered the multilingual one
+/// after its ingestion and in its list, with the command that makes the change; once embedded
+/// again with it, the offer is gone.
+#[test]
+fn a_library_in_german_is_offered_an_embedder_that_reads_german() {
+    let home = QuireHome::new(QUIRE);
+    let docs = quire_testkit::german_notes();
+    let ingest = home.quire(&["ingest", docs.path().to_str().unwrap()]);
+    assert!(ingest.status.success(), "{}", text(&ingest.stderr));
+    let offer = "note: 100 % of this library's passages are in German, and its search model, all-minilm-l6-v2, \
+                 reads English only: `quire reindex --embedder multilingual-e5-small` embeds it again";
+    assert!(text(&ingest.stderr).contains(offer), "{}", text(&ingest.stderr));
+    let list = home.quire(&["list"]);
+    assert!(text(&list.stderr).contains(offer), "{}", text(&list.stderr));
+    let reindex = home.quire(&["reindex", "--embedder", "multilingual-e5-small"]);
+    assert!(reindex.status.success(), "{}", text(&reindex.stderr));
+    let list = home.quire(&["list"]);
+    assert!(text(&list.stdout).contains("3 documents, embedded with multilingual-e5-small"), "{}", text(&list.stdout));
+    assert!(!text(&list.stderr).contains("note:"), "{}", text(&list.stderr));
 }
 
 /// Issue 58, item 3, on the default answer model: a German question over a German note is

@@ -21,6 +21,7 @@ macro_rules! for_each_command {
             check_library(): crate::ipc::LibraryHealth,
             repair_library(): crate::ipc::LibraryHealth,
             change_embedder(embedder: String): crate::ipc::IngestSummary,
+            decline_embedder_offer(): (),
             switch_collection(name: String): (),
             set_models(target: Option<String>, draft: Option<String>): crate::ipc::SetModelsResult,
             installed_models(): Vec<quire_engine::memory::InstalledModel>,

@@ -45,6 +45,7 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         problems.push(OCR_MISSING.into());
     }
     let mut embedder = None;
+    let mut embedder_advice = None;
     let (engine_state, documents, runs_on) = match &*state.engine.read().await {
         EngineSlot::Opening => (EngineState::Opening, Vec::new(), None),
         EngineSlot::Failed(reason) => (EngineState::Failed { reason: reason.clone() }, Vec::new(), None),
@@ -72,7 +73,11 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         }
         EngineSlot::Ready(engine) => {
             embedder = Some(engine.embedder_name().to_owned());
-            (EngineState::Ready, engine.documents().await.map_err(say)?, engine.llm_runs_on())
+            let documents = engine.documents().await.map_err(say)?;
+            if !settings.embedder_offers_declined.contains(&settings.collection) {
+                embedder_advice = engine.embedder_advice(&documents).await.map_err(say)?;
+            }
+            (EngineState::Ready, documents, engine.llm_runs_on())
         }
     };
     let loaded = runs_on.is_some();
@@ -87,6 +92,7 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
         draft_model: draft,
         model_loaded: loaded,
         embedder,
+        embedder_advice,
         embedders: quire_models::KNOWN_MODELS
             .iter()
             .filter(|m| matches!(m.role, quire_models::ModelRole::Embedder) && m.is_installed())
@@ -322,6 +328,20 @@ pub async fn change_embedder(app: AppHandle, state: State<'_, AppState>, embedde
         chunks: change.chunks,
         cancelled: !change.whole,
     })
+}
+
+/// "Not now" to the offer of an embedder that reads the library's languages: not made again for
+/// this collection.
+#[tauri::command]
+pub fn decline_embedder_offer(state: State<'_, AppState>) -> Reply<()> {
+    state
+        .update_settings(|s| {
+            if !s.embedder_offers_declined.contains(&s.collection) {
+                s.embedder_offers_declined.push(s.collection.clone());
+            }
+        })
+        .map_err(say)?;
+    Ok(())
 }
 
 /// Opens the system's file picker, then indexes what was picked (nothing when it is dismissed).

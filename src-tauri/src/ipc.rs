@@ -65,6 +65,9 @@ pub struct AppStatus {
     pub embedder: Option<String>,
     /// The embedding models installed, by name: those a library can be embedded again with.
     pub embedders: Vec<String>,
+    /// An offer to embed the library again with a model that reads its languages (most of its
+    /// passages are in languages its embedder does not read), unless declined.
+    pub embedder_advice: Option<quire_engine::EmbedderAdvice>,
     /// Where the loaded answer model runs: "CPU", "CUDA GPU" or "Metal GPU".
     pub model_runs_on: Option<String>,
     /// The answer model is being loaded at start (preloading is on and it is not in memory yet);

@@ -28,6 +28,9 @@ pub struct Settings {
     pub decline_unsupported: bool,
     /// The app's language, by tag ("de", "ja"…); `None`: the system's (the default).
     pub language: Option<String>,
+    /// Collections whose offer of an embedder that reads their languages was declined ("Not
+    /// now"): not offered again (Settings → Search model still changes it).
+    pub embedder_offers_declined: Vec<String>,
 }
 
 impl Default for Settings {
@@ -41,6 +44,7 @@ impl Default for Settings {
             local_api_port: None,
             decline_unsupported: true,
             language: None,
+            embedder_offers_declined: Vec::new(),
         }
     }
 }

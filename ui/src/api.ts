@@ -58,6 +58,8 @@ export const api = {
   /// Embeds every passage again with another embedding model, then opens the library on it
   /// (progress as ingestion events).
   changeEmbedder: (embedder: string) => call("change_embedder", { embedder }),
+  /// "Not now" to the offer of an embedder that reads the library's languages (not made again).
+  declineEmbedderOffer: () => call("decline_embedder_offer"),
   switchCollection: (name: string) => call("switch_collection", { name }),
   setModels: (target: string | null, draft: string | null) => call("set_models", { target, draft }),
   installedModels: () => call("installed_models"),

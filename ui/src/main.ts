@@ -10,7 +10,7 @@ import { addPaths, DocumentList, ProblemsBanner, renderIngest } from "./library"
 import { KeyPanel, setupLock, showLock } from "./lock";
 import { renderMemory } from "./memory";
 import { setupPaneTabs } from "./panes";
-import { checkLibraryHealth, fillEmbedderPicker, setupSettings } from "./settings";
+import { checkLibraryHealth, fillEmbedderPicker, setupSettings, showEmbedderOffer } from "./settings";
 
 const tracker = new IngestTracker();
 /** The status last read, and whether the collection's history was put on screen since it opened. */
@@ -83,6 +83,15 @@ async function refreshStatus() {
   problems.show(said, s.missing_models);
   byId("ocr-model-line").textContent = s.ocr_model ? t("settings.ocrModel", { model: s.ocr_model }) : t("settings.ocrMissing");
   fillEmbedderPicker(s);
+  showEmbedderOffer(s, {
+    embedAgain: async (embedder) => {
+      await adding(() => api.changeEmbedder(embedder));
+      await refreshStatus();
+    },
+    decline: async () => {
+      await api.declineEmbedderOffer().catch((e) => problems.show([errorText(e)]));
+    },
+  });
   if (engine === "ready" && !historyShown) {
     historyShown = true;
     void loadHistory();

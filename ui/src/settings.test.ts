@@ -1,6 +1,7 @@
 import page from "../index.html?raw";
 import type { InstalledModel } from "./api";
-import { fillEmbedderPicker, fillModelPicker, NO_DRAFT } from "./settings";
+import { setLanguage } from "./i18n";
+import { fillEmbedderPicker, fillModelPicker, NO_DRAFT, showEmbedderOffer } from "./settings";
 
 const models: InstalledModel[] = [
   { path: "/m/qwen-1.5b.gguf", name: "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M", file_bytes: 1_100_000_000, memory_bytes: 1_400_000_000, fits: true },
@@ -79,5 +80,48 @@ describe("the search model picker", () => {
     fillEmbedderPicker({ embedder: null, embedders, ingesting: false });
     expect(document.getElementById("embedder-line")!.textContent).toBe("");
     expect(button().disabled).toBe(true);
+  });
+});
+
+describe("the offer of a search model that reads the library's languages", () => {
+  const advice = { embedder: "all-minilm-l6-v2", suggested: "multilingual-e5-small", installed: true, languages: ["de", "ja"], share: 0.7 };
+  const box = () => document.getElementById("embedder-offer")!;
+  const button = () => document.getElementById("embedder-offer-button") as HTMLButtonElement;
+  afterEach(() => setLanguage("en"));
+
+  it("says what share of the passages is in which languages, and embeds again with the model offered", async () => {
+    const chosen: string[] = [];
+    showEmbedderOffer({ embedder_advice: advice, ingesting: false }, { embedAgain: async (e) => void chosen.push(e), decline: async () => {} });
+    expect(box().hidden).toBe(false);
+    expect(document.getElementById("embedder-offer-text")!.textContent).toBe(
+      "70% of this library's passages are in German, Japanese, and its search model, all-minilm-l6-v2, reads English only. " +
+        "Embedded again with multilingual-e5-small, which reads about 100 languages, they are found by their meaning too; the library answers as it is meanwhile.",
+    );
+    expect(button().textContent).toBe("Embed again with multilingual-e5-small");
+    button().click();
+    expect(chosen).toEqual(["multilingual-e5-small"]);
+  });
+
+  it("names the languages in the app's language", () => {
+    setLanguage("de");
+    showEmbedderOffer({ embedder_advice: advice, ingesting: false }, { embedAgain: async () => {}, decline: async () => {} });
+    expect(document.getElementById("embedder-offer-text")!.textContent).toContain("sind auf Deutsch, Japanisch");
+  });
+
+  it("waits while files are added or the model is not installed, goes on Not now, and is hidden without advice", () => {
+    let declined = 0;
+    const actions = { embedAgain: async () => {}, decline: async () => void declined++ };
+    showEmbedderOffer({ embedder_advice: advice, ingesting: true }, actions);
+    expect(button().disabled).toBe(true);
+    showEmbedderOffer({ embedder_advice: { ...advice, installed: false }, ingesting: false }, actions);
+    expect(button().disabled).toBe(true);
+    expect(document.getElementById("embedder-offer-text")!.textContent).toContain("Install it first: quire models fetch multilingual-e5-small.");
+    showEmbedderOffer({ embedder_advice: advice, ingesting: false }, actions);
+    expect(button().disabled).toBe(false);
+    (document.getElementById("embedder-offer-later") as HTMLButtonElement).click();
+    expect(box().hidden).toBe(true);
+    expect(declined).toBe(1);
+    showEmbedderOffer({ embedder_advice: null, ingesting: false }, actions);
+    expect(box().hidden).toBe(true);
   });
 });

@@ -3,7 +3,7 @@
 import { api, errorText, type AppStatus, type IngestSummary, type InstalledModel, type LibraryHealth } from "./api";
 import { byId, el, sayingErrorsIn } from "./dom";
 import { formatBytes } from "./format";
-import { LANGUAGE_NAMES, languageOf, t, type Language } from "./i18n";
+import { currentLanguage, LANGUAGE_NAMES, languageOf, t, type Language } from "./i18n";
 
 /// The draft picker's first choice: no draft model (its value; a path is never empty).
 export const NO_DRAFT = "none";
@@ -61,6 +61,34 @@ export function fillEmbedderPicker(s: Pick<AppStatus, "embedder" | "embedders" |
   const usable = () => !!s.embedder && !!select.value && select.value !== s.embedder && !s.ingesting;
   button.disabled = !usable();
   select.onchange = () => (button.disabled = !usable());
+}
+
+/// The offer, in the library pane, of an embedder that reads the library's languages (where its
+/// passages are mostly in languages its embedder does not read): what it would change, a
+/// button that embeds the library again with it (not while files are being added, nor before it
+/// is installed), and "Not now", after which it is not offered again.
+export function showEmbedderOffer(
+  s: Pick<AppStatus, "embedder_advice" | "ingesting">,
+  actions: { embedAgain: (embedder: string) => Promise<void>; decline: () => Promise<void> },
+) {
+  const box = byId("embedder-offer");
+  const advice = s.embedder_advice;
+  box.hidden = !advice;
+  if (!advice) return;
+  const names = new Intl.DisplayNames([currentLanguage()], { type: "language" });
+  const languages = advice.languages.map((tag) => names.of(tag) ?? tag).join(", ");
+  const share = Math.round(advice.share * 100);
+  byId("embedder-offer-text").textContent =
+    t("embedderOffer.text", { share, languages, embedder: advice.embedder, suggested: advice.suggested }) +
+    (advice.installed ? "" : " " + t("embedderOffer.notInstalled", { suggested: advice.suggested }));
+  const button = byId<HTMLButtonElement>("embedder-offer-button");
+  button.textContent = t("embedderOffer.embedAgain", { name: advice.suggested });
+  button.disabled = !advice.installed || s.ingesting;
+  button.onclick = () => void actions.embedAgain(advice.suggested);
+  byId("embedder-offer-later").onclick = () => {
+    box.hidden = true;
+    void actions.decline();
+  };
 }
 
 /// Opens the settings at their Library health part and checks the library (the offer made

@@ -300,6 +300,7 @@ async fn run(command: Command) -> Result<ExitCode> {
                 println!("{:>5} passages {:>4} pages {:>10} B  {}", d.chunks, d.pages, d.bytes, shown(&d.path));
             }
             println!("{} documents, embedded with {}", docs.len(), engine.embedder_name());
+            offer_another_embedder(&engine).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Remove { paths } => {
@@ -441,7 +442,26 @@ async fn ingest(paths: Vec<PathBuf>, stats: bool, follow_links: bool) -> Result<
     if stats {
         print_stats(&report);
     }
-    Ok(summarise(&report))
+    let code = summarise(&report);
+    offer_another_embedder(&engine).await?;
+    Ok(code)
+}
+
+/// Says so where the library would be searched better by an embedder that reads its languages.
+async fn offer_another_embedder(engine: &Engine) -> Result<()> {
+    let Some(advice) = engine.embedder_advice(&engine.documents().await?).await? else { return Ok(()) };
+    let fetch =
+        if advice.installed { String::new() } else { format!("`quire models fetch {}`, then ", advice.suggested) };
+    eprintln!(
+        "note: {:.0} % of this library's passages are in {}, and its search model, {}, reads English only: \
+         {fetch}`quire reindex --embedder {}` embeds it again with a model of about 100 languages \
+         (the library answers as it is meanwhile).",
+        advice.share * 100.0,
+        advice.language_names().join(", "),
+        advice.embedder,
+        advice.suggested
+    );
+    Ok(())
 }
 
 async fn reindex(embedder: &str) -> Result<ExitCode> {
@@ -655,6 +675,7 @@ async fn watch(folders: Vec<PathBuf>, follow_links: bool) -> Result<ExitCode> {
     let report = engine.ingest(&folders, &mut |e| show_ingest_event(&bar, e), &Cancel::new()).await?;
     bar.finish_and_clear();
     summarise(&report);
+    offer_another_embedder(&engine).await?;
     println!("watching {} folder(s); Ctrl-C stops (nothing done is lost)", folders.len());
     while let Some(paths) = watcher.next_changes().await {
         for e in watcher.take_errors() {

@@ -12,6 +12,7 @@ mod context;
 pub mod conversation;
 mod discovery;
 mod disk_full;
+mod embedder_advice;
 mod embedder_change;
 mod events;
 pub mod health;
@@ -51,6 +52,7 @@ pub use config::{
 };
 pub use conversation::Turn;
 pub use discovery::{discover_files, LINK_NOT_FOLLOWED};
+pub use embedder_advice::EmbedderAdvice;
 pub use embedder_change::{change_waiting, EmbedderChange};
 pub use events::{Answer, AnswerTiming, Cancel, Cancelled, Citation, Declined, Event, Source};
 pub use ingestion::{FileOutcome, FileStage, IngestReport, IngestTimings, QueuedFile};
@@ -91,6 +93,8 @@ pub struct Engine {
     last_context: std::sync::Mutex<Option<context::Context>>,
     /// Sentence meanings the focus embedded for earlier questions.
     kept_meanings: std::sync::Mutex<asking::KeptMeanings>,
+    /// Whether the library would be searched better by another embedder, until its list changes.
+    embedder_advice: embedder_advice::AdviceCache,
     vault: std::sync::Mutex<Vault>,
     /// Held by ingestion and by resealing, which must not interleave.
     writing: tokio::sync::Mutex<()>,
@@ -146,6 +150,7 @@ impl Engine {
             reranker: Default::default(),
             last_context: Default::default(),
             kept_meanings: Default::default(),
+            embedder_advice: embedder_advice::AdviceCache::new(),
             vault: std::sync::Mutex::new(vault),
             writing: Default::default(),
             _gives_memory_back: GivesMemoryBack,
@@ -186,6 +191,14 @@ impl Engine {
     /// The name of the embedder the library's passages were embedded with (its folder's name).
     pub fn embedder_name(&self) -> &str {
         self.embedder.name()
+    }
+
+    /// An offer to embed the library again with a model that reads its languages: made where it
+    /// is searched with an English-only embedder and most of its passages (`documents`' first,
+    /// middle and last) are in other languages.
+    pub async fn embedder_advice(&self, documents: &[DocumentRecord]) -> Result<Option<EmbedderAdvice>> {
+        let kb = &self.kb;
+        self.embedder_advice.get(self.embedder_name(), documents, |ids| async move { kb.chunk_texts(&ids).await }).await
     }
 
     /// The embedder, for the benchmarks and tests (the front ends ask through the engine).

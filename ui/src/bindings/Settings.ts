@@ -30,4 +30,9 @@ decline_unsupported: boolean,
 /**
  * The app's language, by tag ("de", "ja"…); `None`: the system's (the default).
  */
-language: string | null, };
+language: string | null, 
+/**
+ * Collections whose offer of an embedder that reads their languages was declined ("Not
+ * now"): not offered again (Settings → Search model still changes it).
+ */
+embedder_offers_declined: Array<string>, };

@@ -15,7 +15,7 @@ import type { SetModelsResult } from "./SetModelsResult";
 import type { Settings } from "./Settings";
 import type { Turn } from "./Turn";
 
-export const COMMANDS = ["app_status", "add_paths", "choose_and_add", "cancel_ingest", "ask", "cancel_answer", "memory_budget", "open_source", "remove_document", "check_library", "repair_library", "change_embedder", "switch_collection", "set_models", "installed_models", "fetch_models", "add_watched_folder", "choose_watched_folder", "remove_watched_folder", "history", "clear_history", "show_main_window", "show_quick_ask", "hide_quick_ask", "key_status", "lock", "unlock", "rotate_key", "export_key", "import_key", "set_local_api", "language", "set_language"] as const;
+export const COMMANDS = ["app_status", "add_paths", "choose_and_add", "cancel_ingest", "ask", "cancel_answer", "memory_budget", "open_source", "remove_document", "check_library", "repair_library", "change_embedder", "decline_embedder_offer", "switch_collection", "set_models", "installed_models", "fetch_models", "add_watched_folder", "choose_watched_folder", "remove_watched_folder", "history", "clear_history", "show_main_window", "show_quick_ask", "hide_quick_ask", "key_status", "lock", "unlock", "rotate_key", "export_key", "import_key", "set_local_api", "language", "set_language"] as const;
 
 /** What each command takes: its arguments by name (null: none). */
 export type Args = {
@@ -31,6 +31,7 @@ export type Args = {
   check_library: null;
   repair_library: null;
   change_embedder: { embedder: string };
+  decline_embedder_offer: null;
   switch_collection: { name: string };
   set_models: { target: string | null; draft: string | null };
   installed_models: null;
@@ -68,6 +69,7 @@ export type Replies = {
   check_library: LibraryHealth;
   repair_library: LibraryHealth;
   change_embedder: IngestSummary;
+  decline_embedder_offer: null;
   switch_collection: null;
   set_models: SetModelsResult;
   installed_models: Array<InstalledModel>;

@@ -20,6 +20,7 @@ pub use checks::{answer_confidence, contradicted_yes, supported};
 pub(crate) use citing::cite;
 pub use decline::{about_sources, declined_text, nearest_sentence, rest_of_decline, says_not_in_sources};
 pub use format::{answer_schema, quotable_spans, RawAnswer, RawReply};
+pub(crate) use language::language_of_passage;
 pub use language::{
     answer_language_line, language_of, mostly_in_another_language, reads_the_same_in_every_language, Language, Words,
 };
