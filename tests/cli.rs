@@ -381,11 +381,23 @@ fn a_library_in_german_is_offered_an_embedder_that_reads_german() {
     let docs = quire_testkit::german_notes();
     let ingest = home.quire(&["ingest", docs.path().to_str().unwrap()]);
     assert!(ingest.status.success(), "{}", text(&ingest.stderr));
-    let offer = "note: 100 % of this library's passages are in German, and its search model, all-minilm-l6-v2, \
+    let offer = "note: 100% of this library's passages are in German, and its search model, all-minilm-l6-v2, \
                  reads English only: `quire reindex --embedder multilingual-e5-small` embeds it again";
     assert!(text(&ingest.stderr).contains(offer), "{}", text(&ingest.stderr));
     let list = home.quire(&["list"]);
     assert!(text(&list.stderr).contains(offer), "{}", text(&list.stderr));
+    // In the person's language (the system's locale, or QUIRE_LANGUAGE), from the app's catalogue.
+    let mut japanese = home.command(&["list"]);
+    japanese.env("QUIRE_LANGUAGE", "").env("LANGUAGE", "").env("LC_ALL", "ja_JP.UTF-8");
+    let japanese = japanese.output().unwrap();
+    let (out, err) = (text(&japanese.stdout), text(&japanese.stderr));
+    assert!(out.contains("3 件の文書、all-minilm-l6-v2 で埋め込み済み"), "{out}");
+    assert!(out.contains("1 パッセージ") && !out.contains("passages"), "{out}");
+    assert!(err.starts_with("注意: このライブラリのパッセージの 100% はDeutschですが"), "{err}");
+    let mut german = home.command(&["search", "Drucker"]);
+    german.env("QUIRE_LANGUAGE", "de");
+    let german = text(&german.output().unwrap().stdout);
+    assert!(german.starts_with("1. ") && german.contains("(Wert "), "{german}");
     let reindex = home.quire(&["reindex", "--embedder", "multilingual-e5-small"]);
     assert!(reindex.status.success(), "{}", text(&reindex.stderr));
     let list = home.quire(&["list"]);

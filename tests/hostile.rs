@@ -473,7 +473,10 @@ fn links_out_of_the_folder_are_not_followed_unless_asked() {
     let line = said(&out, "shelf");
     assert!(line.contains("a link to the folder") && line.contains("--follow-links"), "{line}");
     let list = text(&home.quire(&["list"]).stdout);
-    assert!(!list.contains("private.md") && !list.contains("shelved.md") && list.contains("1 documents"), "{list}");
+    assert!(
+        !list.contains("private.md") && !list.contains("shelved.md") && list.contains("1 document, embedded"),
+        "{list}"
+    );
 
     let out = home.quire(&["ingest", "--follow-links", docs.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));

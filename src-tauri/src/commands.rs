@@ -818,7 +818,7 @@ fn language_choice(state: &AppState) -> LanguageChoice {
     LanguageChoice {
         language: state.language().to_string(),
         chosen: state.settings().language,
-        system: crate::words::system_language().to_string(),
+        system: quire_words::system_language().to_string(),
     }
 }
 
@@ -827,7 +827,7 @@ fn language_choice(state: &AppState) -> LanguageChoice {
 #[tauri::command]
 pub fn set_language(app: AppHandle, state: State<'_, AppState>, language: Option<String>) -> Reply<LanguageChoice> {
     if let Some(tag) = &language {
-        if crate::words::language_of(tag) != tag {
+        if quire_words::language_of(tag) != tag {
             return Err(format!("Quire does not speak {tag:?}: choose one of the languages Settings lists"));
         }
     }

@@ -16,7 +16,6 @@ mod said;
 mod settings;
 mod state;
 mod windows;
-mod words;
 
 use std::time::Duration;
 

@@ -91,12 +91,12 @@ impl AppState {
 
     /// The language the app speaks now: the one chosen in Settings, else the system's.
     pub fn language(&self) -> &'static str {
-        crate::words::app_language(self.settings().language.as_deref())
+        quire_words::app_language(self.settings().language.as_deref())
     }
 
     /// `key` of the catalogue in the language the app speaks now.
     pub fn word(&self, key: &str) -> String {
-        crate::words::word(self.language(), key)
+        quire_words::Words::new(self.language()).word(key)
     }
 
     pub fn update_settings(&self, change: impl FnOnce(&mut Settings)) -> Result<Settings> {

@@ -5,8 +5,6 @@ use tauri::menu::{Menu, MenuItem};
 use tauri::tray::{MouseButton, MouseButtonState, TrayIconBuilder, TrayIconEvent};
 use tauri::{AppHandle, Manager};
 
-use crate::words::word;
-
 pub const MAIN: &str = "main";
 pub const QUICK_ASK: &str = "quick-ask";
 /// Opens or hides the quick-ask window from anywhere.
@@ -34,9 +32,10 @@ const TRAY: &str = "quire";
 
 /// The tray's menu, in `language`.
 fn tray_menu(app: &AppHandle, language: &str) -> Result<Menu<tauri::Wry>> {
-    let quick = MenuItem::with_id(app, "quick", word(language, "tray.quickAsk"), true, None::<&str>)?;
-    let open = MenuItem::with_id(app, "open", word(language, "tray.open"), true, None::<&str>)?;
-    let quit = MenuItem::with_id(app, "quit", word(language, "tray.quit"), true, None::<&str>)?;
+    let words = quire_words::Words::new(language);
+    let quick = MenuItem::with_id(app, "quick", words.word("tray.quickAsk"), true, None::<&str>)?;
+    let open = MenuItem::with_id(app, "open", words.word("tray.open"), true, None::<&str>)?;
+    let quit = MenuItem::with_id(app, "quit", words.word("tray.quit"), true, None::<&str>)?;
     Ok(Menu::with_items(app, &[&quick, &open, &quit])?)
 }
 

@@ -3,9 +3,11 @@
 
 mod terminal;
 
+use std::fmt::Display;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::LazyLock;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -14,6 +16,22 @@ use indicatif::{ProgressBar, ProgressStyle};
 use terminal::{head, location, one_line, short, shown, shown_text, tail};
 
 use quire_engine::{Cancel, Engine, EngineConfig, Event, FileOutcome, FileStage, JobState, SearchMode};
+use quire_words::Words;
+
+/// What the command line says, in the language `QUIRE_LANGUAGE` names, else the system's
+/// (its locale), from the catalogue the app's windows use. The engine's own errors and the
+/// benchmarks' reports stay in English.
+static WORDS: LazyLock<Words> = LazyLock::new(Words::from_environment);
+
+/// The message `key` of the catalogue, its placeholders filled from `args`.
+pub(crate) fn say(key: &str, args: &[(&str, &dyn Display)]) -> String {
+    WORDS.say(key, args)
+}
+
+/// A count of things as the language writes it: "1 document", "3 documents" (`cli.documents`…).
+fn counted(n: usize, key: &str) -> String {
+    say(key, &[("n", &n)])
+}
 
 #[derive(Parser)]
 #[command(
@@ -196,12 +214,12 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let outcome = runtime.block_on(run(cli.command));
     for notice in quire_engine::take_notices() {
-        eprintln!("note: {}", shown_text(&notice));
+        eprintln!("{}", say("cli.note", &[("message", &shown_text(&notice))]));
     }
     match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", shown_text(&said(&e)));
+            eprintln!("{}", say("cli.error", &[("message", &shown_text(&said(&e)))]));
             ExitCode::FAILURE
         }
     }
@@ -239,17 +257,20 @@ async fn run(command: Command) -> Result<ExitCode> {
             let engine = Engine::open(existing_collection()?).await?;
             let jobs = engine.job_list();
             let mut listed = 0;
+            let (queued_word, failed_word) = (say("cli.jobQueued", &[]), say("cli.jobFailed", &[]));
+            let width = queued_word.chars().count().max(failed_word.chars().count());
             for j in jobs.iter().filter(|j| matches!(j.state, JobState::Queued | JobState::Failed)) {
                 let reason = j.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
-                println!("{:<8} {}{}", format!("{:?}", j.state).to_lowercase(), shown(&j.path), shown(&reason));
+                let state = if j.state == JobState::Queued { &queued_word } else { &failed_word };
+                println!("{state:<width$} {}{}", shown(&j.path), shown(&reason));
                 listed += 1;
             }
             let queued = jobs.iter().filter(|j| j.state == JobState::Queued).count();
-            println!(
-                "{queued} queued, {} failed{}",
-                listed - queued,
-                if queued > 0 { " (`quire ingest` finishes the queued ones)" } else { "" }
-            );
+            let mut summary = say("cli.jobsSummary", &[("queued", &queued), ("failed", &(listed - queued))]);
+            if queued > 0 {
+                summary = format!("{summary} {}", say("cli.jobsFinishQueued", &[]));
+            }
+            println!("{summary}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Check => check().await,
@@ -262,12 +283,18 @@ async fn run(command: Command) -> Result<ExitCode> {
             let before = quire_engine::memory::folder_bytes(&dir);
             let t = std::time::Instant::now();
             engine.optimize(std::time::Duration::ZERO).await?;
+            let after = quire_engine::memory::folder_bytes(&dir);
             println!(
-                "data folder {}: {:.1} MB before, {:.1} MB after ({:.1} s)",
-                shown(&dir.display().to_string()),
-                before as f64 / 1e6,
-                quire_engine::memory::folder_bytes(&dir) as f64 / 1e6,
-                t.elapsed().as_secs_f64()
+                "{}",
+                say(
+                    "cli.optimized",
+                    &[
+                        ("folder", &shown(&dir.display().to_string())),
+                        ("before", &format!("{:.1}", before as f64 / 1e6)),
+                        ("after", &format!("{:.1}", after as f64 / 1e6)),
+                        ("seconds", &format!("{:.1}", t.elapsed().as_secs_f64())),
+                    ]
+                )
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -288,7 +315,9 @@ async fn run(command: Command) -> Result<ExitCode> {
         Command::Search { query, mode, limit } => {
             let engine = Engine::open(existing_collection()?).await?;
             for (i, hit) in engine.search(&query, mode.into(), limit).await?.iter().enumerate() {
-                println!("{}. {} (score {:.4})", i + 1, location(&hit.path, hit.page), hit.score);
+                let score = format!("{:.4}", hit.score);
+                let place = location(&hit.path, hit.page);
+                println!("{}", say("cli.searchHit", &[("rank", &(i + 1)), ("location", &place), ("score", &score)]));
                 println!("   {}", one_line(&hit.text, 200));
             }
             Ok(ExitCode::SUCCESS)
@@ -297,9 +326,17 @@ async fn run(command: Command) -> Result<ExitCode> {
             let engine = Engine::open(existing_collection()?).await?;
             let docs = engine.documents().await?;
             for d in &docs {
-                println!("{:>5} passages {:>4} pages {:>10} B  {}", d.chunks, d.pages, d.bytes, shown(&d.path));
+                let (passages, pages, bytes) =
+                    (format!("{:>5}", d.chunks), format!("{:>4}", d.pages), format!("{:>10}", d.bytes));
+                let row = [
+                    ("passages", &passages as &dyn Display),
+                    ("pages", &pages),
+                    ("bytes", &bytes),
+                    ("path", &shown(&d.path)),
+                ];
+                println!("{}", say("cli.listRow", &row));
             }
-            println!("{} documents, embedded with {}", docs.len(), engine.embedder_name());
+            println!("{}", say("cli.listTotal", &[("n", &docs.len()), ("embedder", &engine.embedder_name())]));
             offer_another_embedder(&engine).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -307,10 +344,11 @@ async fn run(command: Command) -> Result<ExitCode> {
             let engine = Engine::open(existing_collection()?).await?;
             let mut missing = 0;
             for p in &paths {
+                let path = shown(&p.display().to_string());
                 if engine.remove(p).await? {
-                    println!("removed {}", shown(&p.display().to_string()));
+                    println!("{}", say("cli.removed", &[("path", &path)]));
                 } else {
-                    eprintln!("not in the knowledge base: {}", shown(&p.display().to_string()));
+                    eprintln!("{}", say("cli.notInLibrary", &[("path", &path)]));
                     missing += 1;
                 }
             }
@@ -334,12 +372,7 @@ async fn run(command: Command) -> Result<ExitCode> {
 /// there is none yet (a mistyped `--home` must not leave a new collection behind).
 fn existing_collection() -> Result<EngineConfig> {
     let config = EngineConfig::from_home()?;
-    anyhow::ensure!(
-        config.data_dir.is_dir(),
-        "there is no library at {} yet (nothing was created there): add documents with \
-         `quire ingest <folder or files>`, or check --home / QUIRE_HOME",
-        config.data_dir.display()
-    );
+    anyhow::ensure!(config.data_dir.is_dir(), "{}", say("cli.noLibrary", &[("folder", &config.data_dir.display())]));
     Ok(config)
 }
 
@@ -347,7 +380,7 @@ async fn serve(config: EngineConfig, port: u16) -> Result<ExitCode> {
     let engine = std::sync::Arc::new(Engine::open(config).await?);
     let token = quire_engine::api_token(&engine.config().data_dir, &engine.config().keys)?;
     let server = std::sync::Arc::new(quire_api::Server::bind(quire_api::fixed(engine), port, token).await?);
-    println!("serving the OpenAI-compatible API on http://{}/v1 (this machine only; `quire key api-token` prints the bearer token)", server.local_addr()?);
+    println!("{}", say("cli.serving", &[("address", &server.local_addr()?)]));
     // Ctrl-C ends the process; nothing is left half-written (answers only read).
     server.run(Cancel::new()).await?;
     Ok(ExitCode::SUCCESS)
@@ -362,47 +395,50 @@ async fn key(action: KeyAction) -> Result<ExitCode> {
     match action {
         KeyAction::ApiToken => println!("{}", quire_engine::api_token(&config.data_dir, &config.keys)?),
         KeyAction::Import { file } => {
-            let backup = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let backup =
+                std::fs::read_to_string(&file).with_context(|| say("cli.cannotRead", &[("file", &file.display())]))?;
             let pass = backup_passphrase()?;
             let info = quire_engine::import_key_backup(&config.data_dir, &backup, &pass, &config.keys).await?;
-            println!("key {} of library {} restored ({:?})", info.key_id, info.collection, info.store);
+            let store = format!("{:?}", info.store);
+            let args = [("key", &info.key_id as &dyn Display), ("library", &info.collection), ("store", &store)];
+            println!("{}", say("cli.keyRestored", &args));
         }
         KeyAction::Status => {
             let engine = Engine::open(config).await?;
             let info = engine.key_info();
-            println!(
-                "library {}: key {} kept in the {}",
-                info.collection,
-                info.key_id,
-                match info.store {
-                    quire_engine::KeyStore::Keychain => "OS keychain",
-                    quire_engine::KeyStore::Passphrase => "library's folder, sealed under its passphrase",
-                    quire_engine::KeyStore::Memory => "memory only (a throwaway library)",
-                }
-            );
+            let kept = match info.store {
+                quire_engine::KeyStore::Keychain => "cli.keyInKeychain",
+                quire_engine::KeyStore::Passphrase => "cli.keyUnderPassphrase",
+                quire_engine::KeyStore::Memory => "cli.keyInMemory",
+            };
+            println!("{}", say(kept, &[("library", &info.collection), ("key", &info.key_id)]));
             if !info.rotating_from.is_empty() {
-                println!("rotation under way from {}", info.rotating_from.join(", "));
+                println!("{}", say("cli.keyRotating", &[("keys", &info.rotating_from.join(", "))]));
             }
             if info.backed_up {
-                println!("a backup of this key was saved");
+                println!("{}", say("cli.keyBackedUp", &[]));
             } else if info.store != quire_engine::KeyStore::Memory {
-                println!("no backup of this key saved yet: `quire key export FILE` makes one");
+                println!("{}", say("cli.keyNotBackedUp", &[]));
             }
         }
         KeyAction::Export { file } => {
             let engine = Engine::open(config).await?;
             let pass = backup_passphrase()?;
             engine.export_key(&pass, &file)?;
-            println!("key backup written to {} (keep it and its passphrase apart)", file.display());
+            println!("{}", say("cli.keyExported", &[("file", &file.display())]));
         }
         KeyAction::Rotate => {
             let engine = Engine::open(config).await?;
             let old = engine.key_info().key_id;
             let n = engine
-                .rotate_key(&mut |done, total| eprint!("\rresealing documents: {done}/{total}"), &Cancel::new())
+                .rotate_key(
+                    &mut |done, total| eprint!("\r{}", say("cli.resealing", &[("done", &done), ("total", &total)])),
+                    &Cancel::new(),
+                )
                 .await?;
             eprintln!();
-            println!("key {old} replaced by {}; {n} documents resealed", engine.key_info().key_id);
+            let new = engine.key_info().key_id;
+            println!("{}", say("cli.keyRotated", &[("old", &old), ("new", &new), ("n", &n)]));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -410,14 +446,14 @@ async fn key(action: KeyAction) -> Result<ExitCode> {
 
 fn backup_passphrase() -> Result<quire_engine::Secret> {
     if let Ok(p) = std::env::var("QUIRE_BACKUP_PASSPHRASE") {
-        anyhow::ensure!(!p.is_empty(), "QUIRE_BACKUP_PASSPHRASE is empty");
+        anyhow::ensure!(!p.is_empty(), "{}", say("cli.backupPassphraseEmpty", &[]));
         return Ok(quire_engine::Secret::new(p));
     }
-    eprintln!("backup passphrase (one line):");
+    eprintln!("{}", say("cli.backupPassphrasePrompt", &[]));
     let mut line = String::new();
     std::io::stdin().read_line(&mut line)?;
     let line = line.trim_end_matches(['\r', '\n']);
-    anyhow::ensure!(!line.is_empty(), "no backup passphrase given (set QUIRE_BACKUP_PASSPHRASE or type one)");
+    anyhow::ensure!(!line.is_empty(), "{}", say("cli.noBackupPassphrase", &[]));
     Ok(quire_engine::Secret::new(line))
 }
 
@@ -426,8 +462,8 @@ async fn ingest(paths: Vec<PathBuf>, stats: bool, follow_links: bool) -> Result<
     let resuming = paths.is_empty();
     if resuming {
         let pending = engine.pending_files().len();
-        anyhow::ensure!(pending > 0, "nothing to resume: give the files or folders to add (`quire ingest <paths>`)");
-        println!("resuming an interrupted ingestion: {pending} files left");
+        anyhow::ensure!(pending > 0, "{}", say("cli.nothingToResume", &[]));
+        println!("{}", counted(pending, "cli.resuming"));
     }
     let bar = progress_bar();
     let report = {
@@ -451,16 +487,15 @@ async fn ingest(paths: Vec<PathBuf>, stats: bool, follow_links: bool) -> Result<
 async fn offer_another_embedder(engine: &Engine) -> Result<()> {
     let Some(advice) = engine.embedder_advice(&engine.documents().await?).await? else { return Ok(()) };
     let fetch =
-        if advice.installed { String::new() } else { format!("`quire models fetch {}`, then ", advice.suggested) };
-    eprintln!(
-        "note: {:.0} % of this library's passages are in {}, and its search model, {}, reads English only: \
-         {fetch}`quire reindex --embedder {}` embeds it again with a model of about 100 languages \
-         (the library answers as it is meanwhile).",
-        advice.share * 100.0,
-        advice.language_names().join(", "),
-        advice.embedder,
-        advice.suggested
-    );
+        if advice.installed { String::new() } else { say("cli.fetchFirst", &[("suggested", &advice.suggested)]) };
+    let args = [
+        ("share", &format!("{:.0}", advice.share * 100.0) as &dyn Display),
+        ("languages", &advice.language_names(WORDS.language()).join(", ")),
+        ("embedder", &advice.embedder),
+        ("fetch", &fetch),
+        ("suggested", &advice.suggested),
+    ];
+    eprintln!("{}", say("cli.note", &[("message", &say("cli.embedderOffer", &args))]));
     Ok(())
 }
 
@@ -484,17 +519,19 @@ async fn reindex(embedder: &str) -> Result<ExitCode> {
     let engine = Engine::open(config).await?;
     anyhow::ensure!(
         quire_engine::change_waiting(&engine.config().data_dir).is_none(),
-        "the new index was made, but documents were added or removed meanwhile (by the app or \
-         `quire watch`): run `quire reindex --embedder {embedder}` again to bring it up to date"
+        "{}",
+        say("cli.reindexBehind", &[("embedder", &embedder)])
     );
-    println!(
-        "The library is now searched with {} (before: {before}): {} documents embedded again, {} passages ({} computed) in {:.0} s.",
-        change.embedder,
-        change.documents,
-        change.chunks,
-        change.embedded,
-        started.elapsed().as_secs_f64()
-    );
+    let seconds = format!("{:.0}", started.elapsed().as_secs_f64());
+    let args = [
+        ("embedder", &change.embedder as &dyn Display),
+        ("before", &before),
+        ("documents", &change.documents),
+        ("passages", &change.chunks),
+        ("computed", &change.embedded),
+        ("seconds", &seconds),
+    ];
+    println!("{}", say("cli.reindexed", &args));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -522,9 +559,12 @@ fn print_stats(report: &quire_engine::IngestReport) {
 fn progress_bar() -> ProgressBar {
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} files  {elapsed_precise}  {wide_msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} [{{bar:30}}] {{pos}}/{{len}} {}  {{elapsed_precise}}  {{wide_msg}}",
+            say("cli.progressFiles", &[])
+        ))
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     bar
@@ -533,63 +573,77 @@ fn progress_bar() -> ProgressBar {
 /// One line per finished file; the bar shows files done, chunks/s and the time left.
 fn show_ingest_event(bar: &ProgressBar, event: Event) {
     // A hidden bar (output not a terminal) swallows `println`; the per-file lines must still show.
-    let say = |line: String| if bar.is_hidden() { println!("{line}") } else { bar.println(line) };
+    let print_line = |line: String| if bar.is_hidden() { println!("{line}") } else { bar.println(line) };
     match event {
         Event::IngestStarted { files } => bar.set_length(files.len() as u64),
         Event::FileStarted { path } => bar.set_message(short(&path)),
         Event::FileProgress { path, stage: FileStage::Reading, done, total } if total > 0 => {
-            bar.set_message(format!("{}: OCR, page {done} of {total}", short(&path)))
+            bar.set_message(say("cli.ocrPage", &[("file", &short(&path)), ("done", &done), ("total", &total)]))
         }
         Event::IngestProgress { files_done, chunks_per_s, eta_s, .. } => {
             bar.set_position(files_done as u64);
-            let eta = eta_s.map(|s| format!(", {} left", duration_text(s))).unwrap_or_default();
-            bar.set_message(format!("{chunks_per_s:.1} passages/s{eta}"));
+            let rate = format!("{chunks_per_s:.1}");
+            bar.set_message(match eta_s {
+                Some(s) => say("cli.rateAndLeft", &[("rate", &rate), ("left", &duration_text(s))]),
+                None => say("cli.rate", &[("rate", &rate)]),
+            });
         }
         Event::FileFinished { path, outcome } => match (shown(&path), outcome) {
             (path, FileOutcome::Indexed { pages, chunks, embedded, unreadable_pages, pages_resumed }) => {
                 let unreadable = left_out(&unreadable_pages);
                 let reused = match chunks - embedded {
                     0 => String::new(),
-                    n => format!(", {n} reused"),
+                    n => say("cli.reused", &[("n", &n)]),
                 };
                 let resumed = match pages_resumed {
                     0 => String::new(),
-                    n => format!(", {} read before it was stopped", counted(n as usize, "scanned page")),
+                    n => say("cli.readBeforeStopped", &[("pages", &counted(n as usize, "cli.scannedPages"))]),
                 };
-                say(format!(
-                    "indexed   {path} ({}, {}{reused}{resumed}{unreadable})",
-                    counted(pages as usize, "page"),
-                    counted(chunks as usize, "passage")
+                print_line(format!(
+                    "{} {path} ({}, {}{reused}{resumed}{unreadable})",
+                    file_state("cli.fileIndexed"),
+                    counted(pages as usize, "cli.pages"),
+                    counted(chunks as usize, "cli.passages")
                 ))
             }
-            (path, FileOutcome::Unchanged) => say(format!("unchanged {path}")),
-            (path, FileOutcome::Removed) => say(format!("removed   {path}")),
-            (path, FileOutcome::Failed { reason }) => say(format!("FAILED    {path}: {}", shown(&reason))),
+            (path, FileOutcome::Unchanged) => print_line(format!("{} {path}", file_state("cli.fileUnchanged"))),
+            (path, FileOutcome::Removed) => print_line(format!("{} {path}", file_state("cli.fileRemoved"))),
+            (path, FileOutcome::Failed { reason }) => {
+                print_line(format!("{} {path}: {}", file_state("cli.fileFailed"), shown(&reason)))
+            }
         },
         _ => {}
     }
 }
 
+/// A file's state at the start of its line ("indexed", "FAILED"), padded so that the paths after
+/// the four states line up.
+fn file_state(key: &str) -> String {
+    let states = ["cli.fileIndexed", "cli.fileUnchanged", "cli.fileRemoved", "cli.fileFailed"];
+    let width = states.iter().map(|k| say(k, &[]).chars().count()).max().unwrap_or(0);
+    format!("{:<width$}", say(key, &[]))
+}
+
 fn summarise(report: &quire_engine::IngestReport) -> ExitCode {
     let failed = report.failed();
     let removed = report.count(|o| matches!(o, FileOutcome::Removed));
-    println!(
-        "{} indexed, {} unchanged, {}{} failed; {} added ({} embedded, {} reused)",
-        report.count(|o| matches!(o, FileOutcome::Indexed { .. })),
-        report.count(|o| matches!(o, FileOutcome::Unchanged)),
-        if removed > 0 { format!("{removed} removed, ") } else { String::new() },
-        failed.len(),
-        counted(report.chunks(), "passage"),
-        report.embedded(),
-        report.chunks() - report.embedded()
-    );
+    let args = [
+        ("indexed", &report.count(|o| matches!(o, FileOutcome::Indexed { .. })) as &dyn Display),
+        ("unchanged", &report.count(|o| matches!(o, FileOutcome::Unchanged))),
+        ("removed", &if removed > 0 { say("cli.summaryRemoved", &[("n", &removed)]) } else { String::new() }),
+        ("failed", &failed.len()),
+        ("added", &counted(report.chunks(), "cli.passages")),
+        ("embedded", &report.embedded()),
+        ("reused", &(report.chunks() - report.embedded())),
+    ];
+    println!("{}", say("cli.summary", &args));
     if failed.is_empty() {
         ExitCode::SUCCESS
     } else {
-        eprintln!("these files were skipped:");
+        eprintln!("{}", say("cli.skippedHeading", &[]));
         for (path, reason) in failed {
             let remedy = if reason.ends_with(quire_engine::LINK_NOT_FOLLOWED) {
-                " (`--follow-links` follows such links)".to_string()
+                format!(" ({})", say("cli.followLinks", &[]))
             } else if reason.contains(quire_engine::NEEDS_OCR) {
                 format!(" ({})", quire_models::fetch_command(&quire_models::PP_OCR))
             } else {
@@ -611,15 +665,12 @@ fn print_checks(checks: &quire_engine::health::LibraryCheck) -> bool {
 
 async fn check() -> Result<ExitCode> {
     let config = existing_collection()?;
-    println!("Checking {}", shown(&config.data_dir.display().to_string()));
+    println!("{}", say("cli.checking", &[("folder", &shown(&config.data_dir.display().to_string()))]));
     if print_checks(&quire_engine::health::check(&config).await?) {
-        println!("The library reads whole.");
+        println!("{}", say("cli.readsWhole", &[]));
         Ok(ExitCode::SUCCESS)
     } else {
-        println!(
-            "`quire repair` mends it: what does not read back as written is removed and indexed again from the \
-             documents on disk (or the library goes back to the newest earlier state that reads whole)."
-        );
+        println!("{}", say("cli.repairMendsIt", &[]));
         Ok(ExitCode::FAILURE)
     }
 }
@@ -637,31 +688,18 @@ async fn repair(paths: Vec<PathBuf>) -> Result<ExitCode> {
         println!("{}", shown(&r.describe()));
     }
     if !repaired.damaged_documents.is_empty() {
-        println!("Damaged: {}.", shown(&repaired.damaged_documents.join(", ")));
+        println!("{}", say("cli.damaged", &[("documents", &shown(&repaired.damaged_documents.join(", ")))]));
     }
     if repaired.forgotten > 0 {
-        println!(
-            "{} had lost passages or their place in the list and {} indexed again from {} files.",
-            counted(repaired.forgotten, "document"),
-            if repaired.forgotten == 1 { "was" } else { "were" },
-            if repaired.forgotten == 1 { "its" } else { "their" }
-        );
+        println!("{}", counted(repaired.forgotten, "cli.forgotten"));
     }
     let code = summarise(&repaired.report);
     if repaired.listing_lost {
-        println!(
-            "The list of documents was lost with the damaged files and nothing else names them: \
-             give the folders to index again, `quire repair <folders>` (the vectors kept are reused)."
-        );
+        println!("{}", say("cli.listingLost", &[]));
     }
-    anyhow::ensure!(print_checks(&repaired.checks), "the library still does not read whole after the repair");
-    println!("The library reads whole.");
+    anyhow::ensure!(print_checks(&repaired.checks), "{}", say("cli.stillDamaged", &[]));
+    println!("{}", say("cli.readsWhole", &[]));
     Ok(code)
-}
-
-/// "1 document", "3 documents".
-fn counted(n: usize, noun: &str) -> String {
-    format!("{n} {}", quire_engine::health::plural(n, noun))
 }
 
 async fn watch(folders: Vec<PathBuf>, follow_links: bool) -> Result<ExitCode> {
@@ -676,10 +714,10 @@ async fn watch(folders: Vec<PathBuf>, follow_links: bool) -> Result<ExitCode> {
     bar.finish_and_clear();
     summarise(&report);
     offer_another_embedder(&engine).await?;
-    println!("watching {} folder(s); Ctrl-C stops (nothing done is lost)", folders.len());
+    println!("{}", counted(folders.len(), "cli.watching"));
     while let Some(paths) = watcher.next_changes().await {
         for e in watcher.take_errors() {
-            eprintln!("watch: {}", shown(&e));
+            eprintln!("{}", say("cli.watchError", &[("error", &shown(&e))]));
         }
         let report =
             engine.sync_paths(&paths, &mut |e| show_ingest_event(&ProgressBar::hidden(), e), &Cancel::new()).await?;
@@ -703,8 +741,9 @@ fn left_out(pages: &[quire_engine::UnreadablePage]) -> String {
         .iter()
         .map(|(reason, numbers)| {
             let list: Vec<String> = numbers.iter().map(u32::to_string).collect();
-            let noun = if numbers.len() > 1 { "pages" } else { "page" };
-            format!("; {noun} {} unreadable: {}", list.join(", "), shown(reason))
+            let args =
+                [("n", &numbers.len() as &dyn Display), ("numbers", &list.join(", ")), ("reason", &shown(reason))];
+            say("cli.pagesUnreadable", &args)
         })
         .collect()
 }
@@ -741,9 +780,9 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
                 Event::PromptProgress { done, total } => {
                     if bar.length() == Some(0) {
                         bar.set_length(total as u64);
-                        bar.set_message(format!("reading {passages} passages"));
+                        bar.set_message(counted(passages, "cli.readingPassages"));
                         if bar.is_hidden() && !json {
-                            eprintln!("reading the question and {passages} passages: {total} prompt tokens");
+                            eprintln!("{}", say("cli.readingPrompt", &[("n", &passages), ("tokens", &total)]));
                         }
                     }
                     bar.set_position(done as u64);
@@ -781,21 +820,21 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
                 )
             );
             println!();
-            println!("Passages read:");
+            println!("{}", say("cli.passagesRead", &[]));
             for s in &answer.sources {
                 println!("[{}] {}", s.number, location(&s.path, s.page));
             }
         }
         None => {
             println!("\n");
-            println!("Sources:");
+            println!("{}", say("cli.sources", &[]));
             for c in &answer.citations {
                 println!("[{}] {}", c.number, location(&c.path, c.page));
                 let quoted = match c.quote_range {
                     Some((s, e)) => {
                         format!("…{}»{}«{}…", tail(&c.passage[..s], 80), &c.passage[s..e], head(&c.passage[e..], 80))
                     }
-                    None => format!("\"{}\" (not found word for word in the passage)", c.quote),
+                    None => say("cli.quoteNotFound", &[("quote", &c.quote)]),
                 };
                 println!("    {}", one_line(&quoted, 400));
             }
@@ -803,43 +842,46 @@ async fn ask(config: EngineConfig, question: &str, json: bool) -> Result<ExitCod
     }
     let reused = match answer.stats.prompt_reused_tokens {
         0 => String::new(),
-        n => format!(" ({n} of the prompt's reused)"),
+        n => say("cli.promptReused", &[("n", &n)]),
     };
     let t = &answer.timing;
     let loading = match t.model_load.as_secs_f32() {
-        s if s >= 0.05 => format!("model loaded in {s:.1} s, "),
+        s if s >= 0.05 => say("cli.modelLoaded", &[("seconds", &format!("{s:.1}"))]),
         _ => String::new(),
     };
-    eprintln!(
-        "\n(first word after {:.1} s: searched in {:.2} s, {loading}prompt written in {:.2} s, read by the model in {:.1} s; \
-         {} prompt + {} answer tokens{reused}; {:.1} tokens/s; whole answer after {:.1} s)",
-        t.first_word.as_secs_f32(),
-        t.search.as_secs_f32(),
-        t.prompt_building.as_secs_f32(),
-        answer.stats.time_to_first_token.as_secs_f32(),
-        answer.stats.prompt_tokens,
-        answer.stats.completion_tokens,
-        answer.stats.decode_tokens_per_sec,
-        t.total.as_secs_f32()
-    );
+    let seconds = |d: std::time::Duration, digits: usize| format!("{:.digits$}", d.as_secs_f32());
+    let args = [
+        ("first", &seconds(t.first_word, 1) as &dyn Display),
+        ("search", &seconds(t.search, 2)),
+        ("loading", &loading),
+        ("building", &seconds(t.prompt_building, 2)),
+        ("reading", &seconds(answer.stats.time_to_first_token, 1)),
+        ("prompt", &answer.stats.prompt_tokens),
+        ("answer", &answer.stats.completion_tokens),
+        ("reused", &reused),
+        ("rate", &format!("{:.1}", answer.stats.decode_tokens_per_sec)),
+        ("total", &seconds(t.total, 1)),
+    ];
+    eprintln!("\n{}", say("cli.timing", &args));
     Ok(ExitCode::SUCCESS)
 }
 
 fn models(action: ModelsAction) -> Result<ExitCode> {
     match action {
         ModelsAction::List => {
-            println!("models folder: {}", quire_models::models_dir()?.display());
+            println!("{}", say("cli.modelsFolder", &[("folder", &quire_models::models_dir()?.display())]));
             // Where Quire's decoder would run the answer model (qwen2 and llama) in this build.
             let placement = quire_engine::Placement::best();
             let gpu_memory = placement.gpu_memory().map_or_else(String::new, |(free, total)| {
-                format!(" ({:.1} GB free of {:.1} GB)", free as f64 / 1e9, total as f64 / 1e9)
+                let (free, total) = (format!("{:.1}", free as f64 / 1e9), format!("{:.1}", total as f64 / 1e9));
+                say("cli.gpuMemory", &[("free", &free), ("total", &total)])
             });
-            println!("answer models run on: {}{gpu_memory}", placement.name());
+            println!("{}", say("cli.modelsRunOn", &[("device", &placement.name()), ("memory", &gpu_memory)]));
             for m in quire_models::KNOWN_MODELS {
                 let state = if m.is_installed() {
                     format!("{:>8.1} MB", m.installed_bytes() as f64 / 1e6)
                 } else {
-                    "missing".to_string()
+                    say("cli.modelMissing", &[])
                 };
                 println!(
                     "{:<20} {:<9} {:>11}  {}",
@@ -861,7 +903,7 @@ fn models(action: ModelsAction) -> Result<ExitCode> {
             for name in names {
                 let model = quire_models::find(&name)?;
                 quire_models::fetch(model, &cache, &mut |line| println!("{line}"))
-                    .with_context(|| format!("fetching {name}"))?;
+                    .with_context(|| say("cli.fetching", &[("model", &name)]))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -869,7 +911,7 @@ fn models(action: ModelsAction) -> Result<ExitCode> {
             let mut bad = 0;
             for m in quire_models::KNOWN_MODELS.iter().filter(|m| m.is_installed()) {
                 match quire_models::verify(m) {
-                    Ok(()) => println!("{}: ok", m.name),
+                    Ok(()) => println!("{}", say("cli.modelOk", &[("model", &m.name)])),
                     Err(e) => {
                         println!("{}: {e:#}", m.name);
                         bad += 1;

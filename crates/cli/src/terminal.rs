@@ -3,7 +3,7 @@
 
 pub fn location(path: &str, page: Option<u32>) -> String {
     match page {
-        Some(p) => format!("{}, page {p}", shown(path)),
+        Some(p) => crate::say("cli.location", &[("path", &shown(path)), ("page", &p)]),
         None => shown(path),
     }
 }

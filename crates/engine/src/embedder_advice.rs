@@ -130,12 +130,18 @@ fn tag(lang: Lang) -> &'static str {
 }
 
 impl EmbedderAdvice {
-    /// The languages' names in English ("German", "Japanese").
-    pub fn language_names(&self) -> Vec<&'static str> {
+    /// The languages' names for a reader of `language` (a tag): in English for English
+    /// ("German", "Japanese"), else each in its own ("Deutsch", "日本語").
+    pub fn language_names(&self, language: &str) -> Vec<&'static str> {
         self.languages
             .iter()
             .filter_map(|t| TAGS.iter().find(|(_, tag)| tag == t).map(|(l, _)| *l).or_else(|| Lang::from_code(t)))
-            .map(|l| if l == Lang::Cmn { "Chinese" } else { l.eng_name() })
+            .map(|l| match (language, l) {
+                ("en", Lang::Cmn) => "Chinese",
+                ("en", l) => l.eng_name(),
+                (_, Lang::Cmn) => "中文",
+                (_, l) => l.name(),
+            })
             .collect()
     }
 }
@@ -213,7 +219,8 @@ mod tests {
         assert_eq!(advice.embedder, "all-minilm-l6-v2");
         assert_eq!(advice.suggested, "multilingual-e5-small");
         assert_eq!(advice.languages, ["de", "ja"]);
-        assert_eq!(advice.language_names(), ["German", "Japanese"]);
+        assert_eq!(advice.language_names("en"), ["German", "Japanese"]);
+        assert_eq!(advice.language_names("fr"), ["Deutsch", "日本語"]);
         assert!((advice.share - 0.71).abs() < 1e-6, "{}", advice.share);
     }
 

@@ -531,6 +531,8 @@ impl QuireHome {
         c.args(args)
             .env("QUIRE_HOME", self.dir.path())
             .env("QUIRE_MODELS", quire_models::models_dir().expect("models folder"))
+            // The tests read the command line's English, whatever the machine's locale.
+            .env("QUIRE_LANGUAGE", "en")
             .env_remove("QUIRE_PASSPHRASE");
         if let Some(p) = &self.passphrase {
             c.env("QUIRE_PASSPHRASE", p);

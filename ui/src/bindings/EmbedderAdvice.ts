@@ -18,7 +18,8 @@ suggested: string,
 installed: boolean, 
 /**
  * The languages other than English its passages are in, by ISO 639-1 tag where the
- * language has one ("de", "ja"), else ISO 639-3; most passages first.
+ * language has one ("de", "ja"), else ISO 639-3; most passages first (those of a tenth of
+ * them at least, and the first).
  */
 languages: Array<string>, 
 /**
