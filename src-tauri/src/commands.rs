@@ -75,7 +75,7 @@ pub async fn app_status(state: State<'_, AppState>) -> Reply<AppStatus> {
             embedder = Some(engine.embedder_name().to_owned());
             let documents = engine.documents().await.map_err(say)?;
             if !settings.embedder_offers_declined.contains(&settings.collection) {
-                embedder_advice = engine.embedder_advice(&documents).await.map_err(say)?;
+                embedder_advice = engine.embedder_advice(&documents).await;
             }
             (EngineState::Ready, documents, engine.llm_runs_on())
         }

@@ -485,7 +485,7 @@ async fn ingest(paths: Vec<PathBuf>, stats: bool, follow_links: bool) -> Result<
 
 /// Says so where the library would be searched better by an embedder that reads its languages.
 async fn offer_another_embedder(engine: &Engine) -> Result<()> {
-    let Some(advice) = engine.embedder_advice(&engine.documents().await?).await? else { return Ok(()) };
+    let Some(advice) = engine.embedder_advice(&engine.documents().await?).await else { return Ok(()) };
     let fetch =
         if advice.installed { String::new() } else { say("cli.fetchFirst", &[("suggested", &advice.suggested)]) };
     let args = [

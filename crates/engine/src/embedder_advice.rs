@@ -173,6 +173,7 @@ impl AdviceCache {
             }
         }
         // Only an English-only embedder is ever advised against: no passage need be read else.
+        // A failed read is not remembered: the next call reads again.
         let advice = match quire_models::find(embedder) {
             Ok(m) if m.reads_english_only() && !documents.is_empty() => {
                 advise(embedder, &read(samples(documents)).await?)

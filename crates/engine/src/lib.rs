@@ -195,10 +195,14 @@ impl Engine {
 
     /// An offer to embed the library again with a model that reads its languages: made where it
     /// is searched with an English-only embedder and most of its passages (`documents`' first,
-    /// middle and last) are in other languages.
-    pub async fn embedder_advice(&self, documents: &[DocumentRecord]) -> Result<Option<EmbedderAdvice>> {
+    /// middle and last) are in other languages. None where the passages cannot be read: the
+    /// offer is advice, and a damaged library is said by what reads it for real (a question, the
+    /// check), not by the list of documents that shows beside it.
+    pub async fn embedder_advice(&self, documents: &[DocumentRecord]) -> Option<EmbedderAdvice> {
         let kb = &self.kb;
-        self.embedder_advice.get(self.embedder_name(), documents, |ids| async move { kb.chunk_texts(&ids).await }).await
+        let advice =
+            self.embedder_advice.get(self.embedder_name(), documents, |ids| async move { kb.chunk_texts(&ids).await });
+        advice.await.unwrap_or(None)
     }
 
     /// The embedder, for the benchmarks and tests (the front ends ask through the engine).
