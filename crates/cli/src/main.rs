@@ -337,7 +337,7 @@ async fn run(command: Command) -> Result<ExitCode> {
                 println!("{}", say("cli.listRow", &row));
             }
             println!("{}", say("cli.listTotal", &[("n", &docs.len()), ("embedder", &engine.embedder_name())]));
-            offer_another_embedder(&engine).await?;
+            offer_another_embedder(&engine, &docs).await;
             Ok(ExitCode::SUCCESS)
         }
         Command::Remove { paths } => {
@@ -479,13 +479,14 @@ async fn ingest(paths: Vec<PathBuf>, stats: bool, follow_links: bool) -> Result<
         print_stats(&report);
     }
     let code = summarise(&report);
-    offer_another_embedder(&engine).await?;
+    offer_another_embedder(&engine, &engine.documents().await?).await;
     Ok(code)
 }
 
-/// Says so where the library would be searched better by an embedder that reads its languages.
-async fn offer_another_embedder(engine: &Engine) -> Result<()> {
-    let Some(advice) = engine.embedder_advice(&engine.documents().await?).await else { return Ok(()) };
+/// Says so where the library holding `documents` would be searched better by an embedder that
+/// reads its languages.
+async fn offer_another_embedder(engine: &Engine, documents: &[quire_engine::DocumentRecord]) {
+    let Some(advice) = engine.embedder_advice(documents).await else { return };
     let fetch =
         if advice.installed { String::new() } else { say("cli.fetchFirst", &[("suggested", &advice.suggested)]) };
     let args = [
@@ -496,7 +497,6 @@ async fn offer_another_embedder(engine: &Engine) -> Result<()> {
         ("suggested", &advice.suggested),
     ];
     eprintln!("{}", say("cli.note", &[("message", &say("cli.embedderOffer", &args))]));
-    Ok(())
 }
 
 async fn reindex(embedder: &str) -> Result<ExitCode> {
@@ -713,7 +713,7 @@ async fn watch(folders: Vec<PathBuf>, follow_links: bool) -> Result<ExitCode> {
     let report = engine.ingest(&folders, &mut |e| show_ingest_event(&bar, e), &Cancel::new()).await?;
     bar.finish_and_clear();
     summarise(&report);
-    offer_another_embedder(&engine).await?;
+    offer_another_embedder(&engine, &engine.documents().await?).await;
     println!("{}", counted(folders.len(), "cli.watching"));
     while let Some(paths) = watcher.next_changes().await {
         for e in watcher.take_errors() {

@@ -14,8 +14,6 @@ use whatlang::Lang;
 
 use quire_index::{chunk_id, DocumentRecord};
 
-/// Passages read from each document to tell its language: its first, middle and last.
-const SAMPLES_PER_DOCUMENT: u32 = 3;
 /// Documents read at most (evenly spread over the list): enough to tell what a library holds.
 const DOCUMENTS_SAMPLED: usize = 64;
 /// The share of the library's passages in other languages from which the offer is made.
@@ -40,20 +38,27 @@ pub struct EmbedderAdvice {
     pub share: f32,
 }
 
-/// The passages of each document read to tell its language (chunk ids, by document).
+/// The passages read to tell a library's languages (chunk ids): each sampled document's first,
+/// middle and last.
 pub(crate) fn samples(documents: &[DocumentRecord]) -> Vec<String> {
     let step = documents.len().div_ceil(DOCUMENTS_SAMPLED).max(1);
     documents
         .iter()
         .step_by(step)
+        .filter(|d| d.chunks > 0)
         .flat_map(|d| {
-            let last = d.chunks.saturating_sub(1);
+            let last = d.chunks - 1;
             let mut seqs = vec![0, last / 2, last];
             seqs.dedup();
-            seqs.truncate(SAMPLES_PER_DOCUMENT as usize);
-            seqs.into_iter().filter(|_| d.chunks > 0).map(|seq| chunk_id(&d.doc_id, seq))
+            seqs.into_iter().map(|seq| chunk_id(&d.doc_id, seq))
         })
         .collect()
+}
+
+/// The catalogue's model named `embedder` where it reads English only (the only embedder an
+/// offer is made against; a folder outside the catalogue reads what nobody here knows).
+fn english_only(embedder: &str) -> Option<&'static quire_models::KnownModel> {
+    quire_models::find(embedder).ok().filter(|m| m.reads_english_only())
 }
 
 /// The language a passage is written in, where it tells (code, numbers or a few words do not).
@@ -64,7 +69,7 @@ fn language_of_passage(text: &str) -> Option<Lang> {
 /// The advice for a library searched with `embedder` (a known model, else none is given) whose
 /// sampled passages are `texts`.
 pub(crate) fn advise(embedder: &str, texts: &[String]) -> Option<EmbedderAdvice> {
-    let model = quire_models::find(embedder).ok().filter(|m| m.reads_english_only())?;
+    let model = english_only(embedder)?;
     let mut told = 0usize;
     let mut others: HashMap<Lang, usize> = HashMap::new();
     for lang in texts.iter().filter_map(|t| language_of_passage(t)) {
@@ -172,12 +177,10 @@ impl AdviceCache {
                 return Ok(advice.clone());
             }
         }
-        // Only an English-only embedder is ever advised against: no passage need be read else.
-        // A failed read is not remembered: the next call reads again.
-        let advice = match quire_models::find(embedder) {
-            Ok(m) if m.reads_english_only() && !documents.is_empty() => {
-                advise(embedder, &read(samples(documents)).await?)
-            }
+        // No passage is read where no offer could be made. A failed read is not remembered: the
+        // next call reads again.
+        let advice = match english_only(embedder) {
+            Some(_) if !documents.is_empty() => advise(embedder, &read(samples(documents)).await?),
             _ => None,
         };
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, advice.clone()));

@@ -171,7 +171,12 @@ pub struct ChunkKey {
 }
 
 fn doc_id_filter(ids: &[&str]) -> String {
-    format!("doc_id IN ({})", ids.iter().map(|id| sql_str(id)).collect::<Vec<_>>().join(", "))
+    in_filter("doc_id", ids)
+}
+
+/// `column IN ('a', 'b', …)`, each value quoted as SQL.
+fn in_filter(column: &str, values: &[impl AsRef<str>]) -> String {
+    format!("{column} IN ({})", values.iter().map(|v| sql_str(v.as_ref())).collect::<Vec<_>>().join(", "))
 }
 
 #[cfg(test)]

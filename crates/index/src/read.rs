@@ -9,7 +9,7 @@ use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
 use crate::schema::{col, str_col, DOCUMENTS};
 use crate::sealing::{hash_context, path_context, text_context};
-use crate::{doc_id_filter, sql_str, ChunkKey, ChunkRecord, DocumentRecord, KnowledgeBase};
+use crate::{doc_id_filter, in_filter, sql_str, ChunkKey, ChunkRecord, DocumentRecord, KnowledgeBase};
 
 impl KnowledgeBase {
     pub async fn document_by_path(&self, path: &str) -> Result<Option<DocumentRecord>> {
@@ -161,11 +161,10 @@ impl KnowledgeBase {
             let protection = self.protection();
             let mut texts = Vec::new();
             for group in chunk_ids.chunks(500) {
-                let list = group.iter().map(|id| sql_str(id)).collect::<Vec<_>>().join(", ");
                 let batches: Vec<RecordBatch> = self
                     .chunks
                     .query()
-                    .only_if(format!("chunk_id IN ({list})"))
+                    .only_if(in_filter("chunk_id", group))
                     .select(Select::columns(&["chunk_id", "text"]))
                     .execute()
                     .await?
@@ -215,8 +214,7 @@ impl KnowledgeBase {
         crate::damage::at_boundary(async move {
             let mut found = HashMap::new();
             for group in hashes.chunks(500) {
-                let list = group.iter().map(|h| sql_str(h)).collect::<Vec<_>>().join(", ");
-                self.collect_vectors(format!("chunk_hash IN ({list})"), &mut found).await?;
+                self.collect_vectors(in_filter("chunk_hash", group), &mut found).await?;
             }
             Ok(found)
         })

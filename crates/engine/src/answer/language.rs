@@ -116,16 +116,12 @@ pub fn language_of(text: &str) -> Option<Language> {
 /// full of commands in Latin letters is Japanese, an English paragraph under a Japanese heading
 /// English.
 pub(crate) fn language_of_passage(text: &str) -> Option<Language> {
-    let is_cjk = |c: &char| {
-        matches!(c, '\u{3040}'..='\u{30FF}' | '\u{31F0}'..='\u{31FF}' | '\u{FF66}'..='\u{FF9D}' | '\u{3400}'..='\u{4DBF}'
-            | '\u{4E00}'..='\u{9FFF}' | '\u{F900}'..='\u{FAFF}' | '\u{20000}'..='\u{2FA1F}' | '\u{AC00}'..='\u{D7AF}'
-            | '\u{1100}'..='\u{11FF}' | '\u{3130}'..='\u{318F}')
-    };
-    let cjk = text.chars().filter(is_cjk).count();
-    let others = text.chars().filter(|c| c.is_alphabetic() && !is_cjk(c)).count();
+    use quire_index::terms::is_cjk;
+    let cjk = text.chars().filter(|&c| is_cjk(c)).count();
+    let others = text.chars().filter(|&c| c.is_alphabetic() && !is_cjk(c)).count();
     if cjk > 0 && 3 * cjk < others {
         // Mostly other letters: their language, where they tell one (commands and names do not).
-        let rest = language_of(&text.chars().filter(|c| !is_cjk(c)).collect::<String>());
+        let rest = language_of(&text.chars().filter(|&c| !is_cjk(c)).collect::<String>());
         if rest.is_some() {
             return rest;
         }
