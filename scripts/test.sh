@@ -18,7 +18,7 @@ case "${1:-}" in
     # measurement…"]`) assert nothing and run only by hand, and the 50,000-document window test
     # (`#[ignore = "long…"]`, about 15 minutes of indexing) and the tests against a Garage cluster
     # (`tools/garage.sh start` first) by explicit command.
-    --full) tier=(--include-ignored --skip panel_speed --skip prompt_speed --skip fifty_thousand --skip to_garage) ;;
+    --full) tier=(--include-ignored --skip panel_speed --skip prompt_speed --skip fifty_thousand --skip to_garage --skip on_a_garage_cluster) ;;
     "") ;;
     *) echo "usage: scripts/test.sh [--full]" >&2; exit 2 ;;
 esac

@@ -46,6 +46,40 @@ pub struct BenchArgs {
     model: String,
     #[arg(long, default_value_t = 128)]
     decode_tokens: usize,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// A shared store to keep the benchmark's library in, instead of a temporary folder.
+#[derive(Args)]
+struct StoreArgs {
+    /// `s3://bucket/prefix` (credentials from QUIRE_S3_ACCESS_KEY_ID and
+    /// QUIRE_S3_SECRET_ACCESS_KEY) or a folder; each run writes under a prefix of its own.
+    #[arg(long)]
+    store: Option<String>,
+    /// The store's S3 endpoint (a Garage node: http://127.0.0.1:3910).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// The store's S3 region.
+    #[arg(long)]
+    region: Option<String>,
+}
+
+impl StoreArgs {
+    /// The store, under a prefix of this run's own.
+    fn place(self) -> Option<quire_engine::StorePlace> {
+        let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let run = format!("bench-{}-{}", std::process::id(), at.as_millis());
+        let url = match self.store? {
+            s3 if s3.starts_with("s3://") => format!("{}/{run}", s3.trim_end_matches('/')),
+            folder => {
+                let folder = PathBuf::from(folder).join(run);
+                std::fs::create_dir_all(&folder).ok()?;
+                folder.display().to_string()
+            }
+        };
+        Some(quire_engine::StorePlace { url, endpoint: self.endpoint, region: self.region })
+    }
 }
 
 #[derive(Subcommand)]
@@ -62,6 +96,8 @@ enum BenchCommand {
         /// for the embedder, one file after the other) and print both times side by side.
         #[arg(long)]
         before: bool,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Plain and speculative decoding side by side on RAG answers and free-form chat: tokens/s,
     /// ratio, tokens per target step, acceptance per draft source, identical greedy text.
@@ -84,8 +120,8 @@ enum BenchCommand {
 
 pub async fn run(args: BenchArgs) -> Result<()> {
     match args.what {
-        Some(BenchCommand::Ingest { corpus, max_docs, before }) => {
-            return bench_ingest(&corpus, max_docs, before).await
+        Some(BenchCommand::Ingest { corpus, max_docs, before, store }) => {
+            return bench_ingest(&corpus, max_docs, before, store.place()).await;
         }
         Some(BenchCommand::Speculative(args)) => return crate::speculative::run(args).await,
         Some(BenchCommand::Sustained(args)) => return crate::sustained::run(args).await,
@@ -127,9 +163,15 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     let base = embedder.embed_passages(&texts)?;
     let dir = tempfile_dir()?;
     // Sealed under a throwaway key: the figures include encryption, as in real use.
-    let kb =
-        KnowledgeBase::open(&dir, embedder.dim(), quire_index::Protection::sealed(&quire_index::DataKey::random()))
-            .await?;
+    let store = match args.store.place() {
+        Some(place) => {
+            println!("the search table kept in {}", place.url);
+            Some(quire_engine::shared_store_at(place, "bench")?)
+        }
+        None => None,
+    };
+    let protection = quire_index::Protection::sealed(&quire_index::DataKey::random());
+    let kb = KnowledgeBase::open_in(&dir, store.as_ref(), embedder.dim(), protection).await?;
     let mut rng = Lcg(42);
     // Documents of 8 chunks written in batches of 1,024 chunks, as the ingestion writes them.
     let per_doc = 8;
@@ -248,7 +290,12 @@ pub async fn run(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>, before: bool) -> Result<()> {
+async fn bench_ingest(
+    corpus: &std::path::Path,
+    max_docs: Option<usize>,
+    before: bool,
+    store: Option<quire_engine::StorePlace>,
+) -> Result<()> {
     println!("machine: {} cores, {}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), cpu_name());
     let work = tempfile::tempdir().context("cannot make a temporary folder")?;
     let folder = if corpus.join("corpus.jsonl").is_file() {
@@ -266,6 +313,10 @@ async fn bench_ingest(corpus: &std::path::Path, max_docs: Option<usize>, before:
     config.data_dir = work.path().join("index");
     config.keys = quire_engine::KeyAccess::ephemeral();
     let data_dir = config.data_dir.clone();
+    if let Some(place) = store {
+        println!("the library kept in {}", place.url);
+        quire_engine::attach_store(&data_dir, place, None).await?;
+    }
     let (engine, now) = ingest_timed(&folder, config.clone(), "now").await?;
     // Search on the real vectors: the corpus's own queries when it is a BEIR folder.
     let queries: Vec<String> = match quire_eval::Dataset::load(corpus, "test") {
@@ -390,8 +441,9 @@ async fn search_figures(kb: &KnowledgeBase, queries: &[String], qvecs: &[Vec<f32
         }
         times.sort();
         println!(
-            "search {label:<12} p50 {:>7.2} ms  p99 {:>7.2} ms  ({} queries, top 10)",
+            "search {label:<12} p50 {:>7.2} ms  p95 {:>7.2} ms  p99 {:>7.2} ms  ({} queries, top 10)",
             ms(percentile(&times, 0.50)),
+            ms(percentile(&times, 0.95)),
             ms(percentile(&times, 0.99)),
             times.len()
         );

@@ -151,6 +151,12 @@ enum Command {
         #[arg(long)]
         model: Option<String>,
     },
+    /// Where the library lives: on this computer, or shared with other computers in a store
+    /// (an S3 bucket such as a Garage cluster, or a shared folder).
+    Library {
+        #[command(subcommand)]
+        action: Option<LibraryAction>,
+    },
     /// The collection's encryption key: where it is kept, backups, rotation.
     Key {
         #[command(subcommand)]
@@ -172,6 +178,26 @@ enum KeyAction {
     Rotate,
     /// Print the local API's bearer token (made and stored in the OS keychain on first use).
     ApiToken,
+}
+
+#[derive(Subcommand)]
+enum LibraryAction {
+    /// Where the library is kept, and which computers write to it (the default).
+    Status,
+    /// Keep this new library in a store that other computers share: `s3://bucket/prefix` (the
+    /// access key id and secret read from QUIRE_S3_ACCESS_KEY_ID and QUIRE_S3_SECRET_ACCESS_KEY,
+    /// else from standard input, and kept in the OS keychain), or a shared folder's path. Each
+    /// computer writes its own tables there and searches everyone's. On a second computer,
+    /// import the library's key backup first (`quire key import`).
+    Attach {
+        url: String,
+        /// The S3 endpoint, e.g. a Garage node's `http://nas.local:3900` (none for AWS itself).
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// The S3 region (Garage's default is `garage`).
+        #[arg(long)]
+        region: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -358,6 +384,7 @@ async fn run(command: Command) -> Result<ExitCode> {
         Command::Bench(args) => quire_bench::bench(args).await.map(|_| ExitCode::SUCCESS),
         Command::Eval { what } => quire_bench::eval(what).await.map(|_| ExitCode::SUCCESS),
         Command::Key { action } => key(action).await,
+        Command::Library { action } => library(action.unwrap_or(LibraryAction::Status)).await,
         Command::Serve { port, model } => {
             let mut config = EngineConfig::from_home()?;
             if let Some(m) = model {
@@ -442,6 +469,63 @@ async fn key(action: KeyAction) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn library(action: LibraryAction) -> Result<ExitCode> {
+    match action {
+        LibraryAction::Status => {
+            let engine = Engine::open(existing_collection()?).await?;
+            match engine.store_link() {
+                None => {
+                    let folder = engine.config().data_dir.display();
+                    println!("{}", say("cli.libraryInFolder", &[("folder", &folder)]));
+                }
+                Some(link) => {
+                    let place = store_place(&link);
+                    println!("{}", say("cli.libraryInStore", &[("place", &place), ("writer", &link.writer)]));
+                    let others = engine.other_writers().await?;
+                    println!("{}", counted(others.len(), "cli.libraryOthers"));
+                }
+            }
+        }
+        LibraryAction::Attach { url, endpoint, region } => {
+            let config = EngineConfig::from_home()?;
+            let credentials = if url.starts_with("s3://") { store_credentials()? } else { None };
+            let place = quire_engine::StorePlace { url, endpoint, region };
+            let link = quire_engine::attach_store(&config.data_dir, place, credentials).await?;
+            let place = store_place(&link);
+            println!("{}", say("cli.storeAttached", &[("place", &place), ("writer", &link.writer)]));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A store as a person reads it: its URL, and the endpoint that serves it.
+fn store_place(link: &quire_engine::StoreLink) -> String {
+    match &link.endpoint {
+        Some(endpoint) => format!("{} ({endpoint})", link.url),
+        None => link.url.clone(),
+    }
+}
+
+/// A store's access key from standard input, where the environment does not give one (`None`:
+/// the engine reads the environment's, and keeps it nowhere).
+fn store_credentials() -> Result<Option<quire_engine::StoreCredentials>> {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty());
+    if set(quire_engine::ACCESS_KEY_ID_VAR) && set(quire_engine::SECRET_ACCESS_KEY_VAR) {
+        return Ok(None);
+    }
+    let line = |prompt: &str| -> Result<String> {
+        eprintln!("{}", say(prompt, &[]));
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        let line = line.trim_end_matches(['\r', '\n']).to_owned();
+        anyhow::ensure!(!line.is_empty(), "{}", say("cli.storeNoCredentials", &[]));
+        Ok(line)
+    };
+    let key_id = line("cli.storeKeyIdPrompt")?;
+    let secret = quire_engine::Secret::new(line("cli.storeSecretPrompt")?);
+    Ok(Some(quire_engine::StoreCredentials { key_id, secret }))
 }
 
 fn backup_passphrase() -> Result<quire_engine::Secret> {

@@ -68,6 +68,7 @@ impl Engine {
         on_event: &mut (dyn FnMut(Event) + Send),
         cancel: &Cancel,
     ) -> Result<EmbedderChange> {
+        self.refuse_if_shared("Embedding the library again")?;
         let models = quire_models::models_dir()?;
         let name = library_embedder::name_of(target, &models);
         anyhow::ensure!(

@@ -266,7 +266,10 @@ pub(crate) async fn ingest(
     // Files that were indexed under the given folders and are gone from disk.
     let folders: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).map(|p| canonical(p)).collect();
     if !folders.is_empty() && !cancel.is_cancelled() {
-        let gone = gone_under(run.stored.values(), &folders);
+        // In a shared library, only what this computer added: the others' files are theirs.
+        let here =
+            if kb.is_shared() { kb.documents_written_here().await? } else { run.stored.values().cloned().collect() };
+        let gone = gone_under(&here, &folders);
         remove_gone(engine, &gone, &mut report, on_event).await?;
         engine.jobs(|q| q.forget_gone(&folders))?;
         run.changed |= !gone.is_empty();

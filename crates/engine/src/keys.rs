@@ -73,6 +73,8 @@ impl Engine {
     /// writes use it at once, and everything is resealed under it (`reseal`). Interrupted, the
     /// rotation goes on at the next `reseal` or `open`; the old key is kept until it is done.
     pub async fn rotate_key(&self, progress: &mut (dyn FnMut(usize, usize) + Send), cancel: &Cancel) -> Result<usize> {
+        // The other computers' rows stay under the old key, which they alone could reseal.
+        self.refuse_if_shared("A key rotation")?;
         {
             let _writing = self.writing.lock().await;
             let keys = self.config.keys.clone();

@@ -31,6 +31,7 @@ mod pages_read;
 mod quotes;
 mod remedy;
 mod retrieval;
+mod shared_library;
 pub mod watch;
 
 use std::sync::Arc;
@@ -70,6 +71,10 @@ pub use quire_vault::{api_token, write_private, KeyAccess, KeyInfo, KeyStore, Se
 pub use quotes::find_quote;
 pub use remedy::{remedy, Remedied, Remedy};
 pub use retrieval::{Rerank, RERANK_CANDIDATES};
+pub use shared_library::{
+    attach_store, shared_store_at, StoreCredentials, StoreLink, StorePlace, ACCESS_KEY_ID_VAR, SECRET_ACCESS_KEY_VAR,
+    STORE_LINK,
+};
 
 /// One open collection with its models. Its methods live beside what they do: `library`
 /// (ingestion and documents), `retrieval`, `asking`, `keys`, `models`.
@@ -134,7 +139,9 @@ impl Engine {
         let dir = config.embedder_dir.clone();
         let pass = config.embedder_pass;
         let embedder = tokio::task::spawn_blocking(move || Embedder::load_with(&dir, pass)).await??;
-        let kb = KnowledgeBase::open(&config.data_dir, embedder.dim(), protection.clone()).await?;
+        let store = shared_library::StoreLink::read(&config.data_dir)?.map(|link| link.shared_store()).transpose()?;
+        let kb = KnowledgeBase::open_in(&config.data_dir, store.as_ref(), embedder.dim(), protection.clone()).await?;
+        shared_library::refuse_keys_missing(&kb, &protection).await?;
         library_embedder::record(&config.data_dir, &config.embedder_dir, &models_dir)?;
         let jobs = jobs::JobQueue::open(&config.data_dir, protection.clone())?;
         let pages_read = pages_read::PagesRead::open(&config.data_dir, protection)?;
@@ -186,6 +193,22 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// Where the library lives when it is shared with other computers (`None`: in its folder).
+    pub fn store_link(&self) -> Option<StoreLink> {
+        StoreLink::read(&self.config.data_dir).ok().flatten()
+    }
+
+    /// Refuses what a shared library cannot do yet: what rewrites every computer's tables.
+    pub(crate) fn refuse_if_shared(&self, what: &str) -> Result<()> {
+        match self.store_link() {
+            Some(link) => anyhow::bail!(
+                "{what} is not done for a library shared with other computers ({}) yet; nothing was changed",
+                link.url
+            ),
+            None => Ok(()),
+        }
     }
 
     /// The name of the embedder the library's passages were embedded with (its folder's name).

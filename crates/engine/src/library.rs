@@ -22,7 +22,21 @@ impl Engine {
     /// Removes a document by its id (`DocumentRecord::doc_id`, as the app lists them); returns
     /// whether it was in the knowledge base. The one way documents leave it, whoever asks.
     pub async fn remove_document(&self, doc_id: &str) -> Result<bool> {
-        self.kb.remove_document(doc_id).await.map_err(|e| crate::disk_full::explained_removal(e, &self.config.data_dir))
+        let removed = self
+            .kb
+            .remove_document(doc_id)
+            .await
+            .map_err(|e| crate::disk_full::explained_removal(e, &self.config.data_dir))?;
+        if !removed {
+            if let Some(doc) = self.kb.document(doc_id).await? {
+                anyhow::bail!(
+                    "{} was added by another computer sharing this library: it is removed there (or goes when its \
+                     file does)",
+                    doc.path
+                );
+            }
+        }
+        Ok(removed)
     }
 
     /// Works with the ingestion queue on disk.
@@ -93,7 +107,8 @@ impl Engine {
         // Removals after additions: a renamed file's chunks are still there to be reused.
         let gone: Vec<PathBuf> = gone.iter().map(|p| canonical(p)).collect();
         self.jobs(|q| q.forget_gone(&gone))?;
-        let docs = ingestion::gone_under(&self.kb.documents().await?, &gone);
+        // Another computer's documents are its own to remove, when its files go.
+        let docs = ingestion::gone_under(&self.kb.documents_written_here().await?, &gone);
         if !docs.is_empty() {
             ingestion::remove_gone(self, &docs, &mut report, on_event).await?;
             self.kb.refresh_indexes().await?;
@@ -127,6 +142,13 @@ impl Engine {
             // that rewrites the index once they are in.
             let left: u64 =
                 self.pending_files().iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+            if let Some(link) = self.store_link() {
+                return e.context(format!(
+                    "the ingestion stopped: the store holding this library ({}) could not be written; the files \
+                     not stored stay queued, and `quire ingest` (or the app) goes on once it answers",
+                    link.url
+                ));
+            }
             let index = crate::memory::folder_bytes(&self.config.data_dir);
             crate::disk_full::explained(e, &self.config.data_dir, 2 * left + index)
         })
@@ -147,7 +169,7 @@ impl Engine {
         on_event: &mut (dyn FnMut(Event) + Send),
         cancel: &Cancel,
     ) -> Result<(usize, IngestReport)> {
-        let listed = self.kb.documents().await?;
+        let listed = self.kb.documents_written_here().await?;
         let documents = if documents_lost { self.kb.documents_in_any_version().await? } else { listed.clone() };
         let mut forgotten = documents.len() - listed.len().min(documents.len());
         let mut stored: std::collections::HashMap<String, u32> = std::collections::HashMap::new();

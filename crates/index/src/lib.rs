@@ -28,11 +28,14 @@ mod repair;
 mod schema;
 mod sealing;
 mod search;
+mod shared;
 pub mod terms;
 mod upkeep;
 mod write;
 
 use std::path::PathBuf;
+
+use anyhow::Result;
 
 use lance_index::scalar::inverted::tokenizer::document_tokenizer::LanceTokenizer;
 use lancedb::Table;
@@ -44,6 +47,7 @@ pub use fusion::{fuse, Fusion, DEFAULT_FUSION, RRF_K};
 pub use quire_vault::{DataKey, Protection};
 pub use read::{documents_version, paths_of_documents};
 pub use repair::{check_tables, plural, quiet_caught_panics, repair_tables, Mend, TableCheck, TableRepair};
+pub use shared::{writers_in_store, SharedStore, STORE_ANSWERS_WITHIN, WRITERS_LISTED_FOR};
 
 /// Below this many chunks an exact scan is fast (a few ms) and an ANN index would not pay.
 pub const HNSW_MIN_ROWS: usize = 5_000;
@@ -141,8 +145,13 @@ pub struct KnowledgeBase {
     /// Held while a document's rows are replaced or removed (`writes.lock` in the folder):
     /// processes sharing the collection each do so in turn.
     writes_lock: PathBuf,
+    /// This computer's tables (a shared library's, its own there).
     documents: Table,
     chunks: Table,
+    /// The other computers' tables of a shared library (`shared`), read beside this one's.
+    others: Option<shared::OtherWriters>,
+    /// A shared library's keyword index of every writer's passages, on this computer's disk.
+    keywords: Option<shared::KeywordMirror>,
     dim: usize,
     /// Swapped when a key rotation starts (new writes under the new key).
     protection: std::sync::RwLock<Protection>,
@@ -154,6 +163,26 @@ pub struct KnowledgeBase {
 impl KnowledgeBase {
     pub fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// Whether the library's tables are in a store other computers write too.
+    pub fn is_shared(&self) -> bool {
+        self.others.is_some()
+    }
+
+    /// The tables searched and listed: this computer's first, then (in a shared library) every
+    /// other writer's. A document or chunk id found in several is taken from the first.
+    pub(crate) async fn readable(&self) -> Result<Vec<shared::WriterTables>> {
+        let own = shared::WriterTables {
+            writer: self.others.as_ref().map(|o| o.own().to_owned()).unwrap_or_default(),
+            documents: self.documents.clone(),
+            chunks: self.chunks.clone(),
+        };
+        let mut all = vec![own];
+        if let Some(others) = &self.others {
+            all.extend(others.current().await?);
+        }
+        Ok(all)
     }
 }
 

@@ -16,15 +16,28 @@ impl KnowledgeBase {
         crate::damage::at_boundary(async move { self.document(&self.document_id(path)).await }).await
     }
 
+    /// A document of the library (in a shared one, whichever computer added it).
     pub async fn document(&self, doc_id: &str) -> Result<Option<DocumentRecord>> {
         crate::damage::at_boundary(async move {
             let filter = format!("doc_id = {}", sql_str(doc_id));
-            Ok(self.query_documents(Some(filter)).await?.into_iter().next())
+            Ok(self.documents_everywhere(Some(filter)).await?.into_iter().next())
         })
         .await
     }
 
+    /// Every document of the library, by path: in a shared library, those every computer added.
     pub async fn documents(&self) -> Result<Vec<DocumentRecord>> {
+        crate::damage::at_boundary(async move {
+            let mut docs = self.documents_everywhere(None).await?;
+            docs.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(docs)
+        })
+        .await
+    }
+
+    /// The documents this computer added (all of them, unless the library is shared): the ones
+    /// it may remove, reseal or index again.
+    pub async fn documents_written_here(&self) -> Result<Vec<DocumentRecord>> {
         crate::damage::at_boundary(async move {
             let mut docs = self.query_documents(None).await?;
             docs.sort_by(|a, b| a.path.cmp(&b.path));
@@ -33,8 +46,23 @@ impl KnowledgeBase {
         .await
     }
 
+    /// This computer's documents matching `filter`.
     pub(crate) async fn query_documents(&self, filter: Option<String>) -> Result<Vec<DocumentRecord>> {
         self.documents_in(&self.documents, filter).await
+    }
+
+    /// Every writer's documents matching `filter`, each id once (the first writer's).
+    async fn documents_everywhere(&self, filter: Option<String>) -> Result<Vec<DocumentRecord>> {
+        let mut docs = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for tables in self.readable().await? {
+            for doc in self.documents_in(&tables.documents, filter.clone()).await? {
+                if seen.insert(doc.doc_id.clone()) {
+                    docs.push(doc);
+                }
+            }
+        }
+        Ok(docs)
     }
 
     /// Every document some readable version of the documents table lists (each from the newest
@@ -160,20 +188,25 @@ impl KnowledgeBase {
         crate::damage::at_boundary(async move {
             let protection = self.protection();
             let mut texts = Vec::new();
-            for group in chunk_ids.chunks(500) {
-                let batches: Vec<RecordBatch> = self
-                    .chunks
-                    .query()
-                    .only_if(in_filter("chunk_id", group))
-                    .select(Select::columns(&["chunk_id", "text"]))
-                    .execute()
-                    .await?
-                    .try_collect()
-                    .await?;
-                for b in &batches {
-                    let (ids, sealed) = (str_col(b, "chunk_id")?, str_col(b, "text")?);
-                    for i in 0..b.num_rows() {
-                        texts.push(protection.open(&text_context(ids.value(i)), sealed.value(i))?);
+            let mut seen = std::collections::HashSet::new();
+            for tables in self.readable().await? {
+                for group in chunk_ids.chunks(500) {
+                    let batches: Vec<RecordBatch> = tables
+                        .chunks
+                        .query()
+                        .only_if(in_filter("chunk_id", group))
+                        .select(Select::columns(&["chunk_id", "text"]))
+                        .execute()
+                        .await?
+                        .try_collect()
+                        .await?;
+                    for b in &batches {
+                        let (ids, sealed) = (str_col(b, "chunk_id")?, str_col(b, "text")?);
+                        for i in 0..b.num_rows() {
+                            if seen.insert(ids.value(i).to_owned()) {
+                                texts.push(protection.open(&text_context(ids.value(i)), sealed.value(i))?);
+                            }
+                        }
                     }
                 }
             }
@@ -209,12 +242,15 @@ impl KnowledgeBase {
         .await
     }
 
-    /// Stored vectors for the given chunk hashes (those that are stored; each once).
+    /// Stored vectors for the given chunk hashes (those that are stored; each once). In a
+    /// shared library, a text another computer embedded is not embedded again here.
     pub async fn vectors_by_hash(&self, hashes: &[&str]) -> Result<HashMap<String, Vec<f32>>> {
         crate::damage::at_boundary(async move {
             let mut found = HashMap::new();
-            for group in hashes.chunks(500) {
-                self.collect_vectors(in_filter("chunk_hash", group), &mut found).await?;
+            for tables in self.readable().await? {
+                for group in hashes.chunks(500) {
+                    collect_vectors(&tables.chunks, in_filter("chunk_hash", group), &mut found).await?;
+                }
             }
             Ok(found)
         })
@@ -226,41 +262,49 @@ impl KnowledgeBase {
         crate::damage::at_boundary(async move {
             let mut found = HashMap::new();
             for group in doc_ids.chunks(500) {
-                self.collect_vectors(doc_id_filter(group), &mut found).await?;
+                collect_vectors(&self.chunks, doc_id_filter(group), &mut found).await?;
             }
             Ok(found)
         })
         .await
     }
 
-    pub(crate) async fn collect_vectors(&self, filter: String, found: &mut HashMap<String, Vec<f32>>) -> Result<()> {
-        let batches: Vec<RecordBatch> = self
-            .chunks
-            .query()
-            .only_if(filter)
-            .select(Select::columns(&["chunk_hash", "vector"]))
-            .execute()
-            .await?
-            .try_collect()
-            .await?;
-        for b in &batches {
-            let hashes = str_col(b, "chunk_hash")?;
-            let vectors = col::<FixedSizeListArray>(b, "vector")?;
-            for i in 0..b.num_rows() {
-                if hashes.value(i).is_empty() {
-                    continue; // stored before hashes were kept
-                }
-                let values = vectors.value(i);
-                let values = values.as_any().downcast_ref::<Float32Array>().context("vector values are not f32")?;
-                found.entry(hashes.value(i).to_string()).or_insert_with(|| values.values().to_vec());
-            }
-        }
-        Ok(())
-    }
-
+    /// Chunks in every writer's tables.
     pub async fn chunk_count(&self) -> Result<usize> {
-        crate::damage::at_boundary(async move { Ok(self.chunks.count_rows(None).await?) }).await
+        crate::damage::at_boundary(async move {
+            let mut count = 0;
+            for tables in self.readable().await? {
+                count += tables.chunks.count_rows(None).await?;
+            }
+            Ok(count)
+        })
+        .await
     }
+}
+
+/// Adds to `found` the vectors of `chunks`' rows matching `filter`, by chunk hash.
+async fn collect_vectors(chunks: &lancedb::Table, filter: String, found: &mut HashMap<String, Vec<f32>>) -> Result<()> {
+    let batches: Vec<RecordBatch> = chunks
+        .query()
+        .only_if(filter)
+        .select(Select::columns(&["chunk_hash", "vector"]))
+        .execute()
+        .await?
+        .try_collect()
+        .await?;
+    for b in &batches {
+        let hashes = str_col(b, "chunk_hash")?;
+        let vectors = col::<FixedSizeListArray>(b, "vector")?;
+        for i in 0..b.num_rows() {
+            if hashes.value(i).is_empty() {
+                continue; // stored before hashes were kept
+            }
+            let values = vectors.value(i);
+            let values = values.as_any().downcast_ref::<Float32Array>().context("vector values are not f32")?;
+            found.entry(hashes.value(i).to_string()).or_insert_with(|| values.values().to_vec());
+        }
+    }
+    Ok(())
 }
 
 /// The paths of the documents `ids` in the data folder `dir`, opened with `protection`, read

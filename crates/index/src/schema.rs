@@ -15,6 +15,7 @@ use lancedb::Table;
 
 use crate::integrity::{with_row_sums, ROW_SUM};
 use crate::sealing::{hash_context, path_context, text_context};
+use crate::shared::{keywords_schema, KeywordMirror, OtherWriters, SharedStore, KEYWORDS};
 use crate::{ChunkRecord, DocumentRecord, KnowledgeBase, Protection};
 
 pub(crate) const DOCUMENTS: &str = "documents";
@@ -73,6 +74,18 @@ pub(crate) fn chunks_schema(dim: usize) -> SchemaRef {
 impl KnowledgeBase {
     /// Opens (or creates) the knowledge base in `dir` for embeddings of `dim` dimensions.
     pub async fn open(dir: &Path, dim: usize, protection: Protection) -> Result<KnowledgeBase> {
+        KnowledgeBase::open_in(dir, None, dim, protection).await
+    }
+
+    /// Opens (or creates) a knowledge base whose tables are in `dir`, or, for a library shared
+    /// with other computers, in `shared` (this computer's tables made there on first use, the
+    /// others' read beside them); `dir` keeps the locks and this computer's own records either way.
+    pub async fn open_in(
+        dir: &Path,
+        shared: Option<&SharedStore>,
+        dim: usize,
+        protection: Protection,
+    ) -> Result<KnowledgeBase> {
         crate::damage::at_boundary(async move {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create the data folder {}", dir.display()))?;
             let uri = dir.to_str().context("the data folder's path is not valid UTF-8")?;
@@ -83,26 +96,48 @@ impl KnowledgeBase {
             let lock = lock_file_async(dir.join("tables.lock")).await?;
             // Every read sees what other processes sharing the collection wrote (the app beside
             // `quire ingest`); on a local disk the check is one small read of the version folder.
-            let db = lancedb::connect(uri).read_consistency_interval(std::time::Duration::ZERO).execute().await?;
-            let names = db.table_names().execute().await?;
-            let open_or_create = |name: &'static str, schema: SchemaRef| {
+            let (db, names) = match shared {
+                None => {
+                    let db =
+                        lancedb::connect(uri).read_consistency_interval(std::time::Duration::ZERO).execute().await?;
+                    let names = db.table_names().execute().await?;
+                    (db, names)
+                }
+                Some(store) => {
+                    let reached = async {
+                        let db = store.connect().await?;
+                        let names = db.table_names().execute().await?;
+                        anyhow::Ok((db, names))
+                    };
+                    match tokio::time::timeout(crate::STORE_ANSWERS_WITHIN, reached).await {
+                        Ok(reached) => reached.map_err(|e| unreachable_store(shared, e))?,
+                        Err(_) => {
+                            let waited = crate::STORE_ANSWERS_WITHIN.as_secs();
+                            return Err(unreachable_store(shared, anyhow::anyhow!("no answer in {waited} s")));
+                        }
+                    }
+                }
+            };
+            let name_of = |kind: &str| shared.map_or_else(|| kind.to_owned(), |s| s.table(kind));
+            let open_or_create = |kind: &'static str, schema: SchemaRef| {
                 let db = db.clone();
-                let exists = names.iter().any(|n| n == name);
+                let name = name_of(kind);
+                let exists = names.contains(&name);
                 async move {
                     if exists {
-                        db.open_table(name).execute().await
+                        db.open_table(&name).execute().await
                     } else {
-                        db.create_empty_table(name, schema).execute().await
+                        db.create_empty_table(&name, schema).execute().await
                     }
                 }
             };
             // Caught: LanceDB panics on some damaged manifests.
-            let opened = |name: &'static str, schema: SchemaRef| {
-                let opening = open_or_create(name, schema);
+            let opened = |kind: &'static str, schema: SchemaRef| {
+                let opening = open_or_create(kind, schema);
                 async move {
                     crate::repair::caught(async move { Ok(opening.await?) })
                         .await
-                        .map_err(|e| crate::repair::unopened(name, &e))
+                        .map_err(|e| crate::repair::unopened(kind, &e))
                 }
             };
             let documents = opened(DOCUMENTS, documents_schema()).await?;
@@ -140,16 +175,31 @@ impl KnowledgeBase {
             let english = crate::sealing::ENGLISH;
             let analysers =
                 std::sync::Mutex::new([(english, crate::sealing::analyser(english)?)].into_iter().collect());
+            let others = shared.map(|store| OtherWriters::new(db.clone(), &store.writer, dim));
+            let keywords = match shared {
+                None => None,
+                Some(_) => {
+                    let local = lancedb::connect(uri).execute().await?;
+                    let table = if local.table_names().execute().await?.iter().any(|n| n == KEYWORDS) {
+                        local.open_table(KEYWORDS).execute().await?
+                    } else {
+                        local.create_empty_table(KEYWORDS, keywords_schema()).execute().await?
+                    };
+                    Some(KeywordMirror::new(table, dir.join("keywords.lock")))
+                }
+            };
             let kb = KnowledgeBase {
                 writes_lock: dir.join("writes.lock"),
                 documents,
                 chunks,
+                others,
+                keywords,
                 dim,
                 protection: std::sync::RwLock::new(protection),
                 analysers,
             };
             // A new library's terms are all made by this version's reading of text.
-            if !names.iter().any(|n| n == CHUNKS) {
+            if !names.iter().any(|n| *n == name_of(CHUNKS)) {
                 kb.mark_terms_current()?;
             }
             Ok(kb)
@@ -183,25 +233,12 @@ impl KnowledgeBase {
     /// empty), read without any key: for refusing a key backup that cannot open them.
     pub async fn sealing_keys(dir: &Path) -> Result<std::collections::BTreeSet<String>> {
         crate::damage::at_boundary(async move {
-            use futures::TryStreamExt;
-            use lancedb::query::{ExecutableQuery, QueryBase, Select};
-            let mut keys = std::collections::BTreeSet::new();
             if !dir.join(format!("{DOCUMENTS}.lance")).exists() {
-                return Ok(keys);
+                return Ok(Default::default());
             }
             let table =
                 crate::repair::open(dir, DOCUMENTS).await.map_err(|e| crate::repair::unopened(DOCUMENTS, &e))?;
-            if table.schema().await?.field_with_name("sealed_by").is_err() {
-                return Ok(keys);
-            }
-            let batches: Vec<RecordBatch> =
-                table.query().select(Select::columns(&["sealed_by"])).execute().await?.try_collect().await?;
-            for b in &batches {
-                let ids = str_col(b, "sealed_by")?;
-                keys.extend((0..b.num_rows()).filter(|&i| ids.is_valid(i)).map(|i| ids.value(i).to_owned()));
-            }
-            keys.retain(|k| !k.is_empty() && k != "plain");
-            Ok(keys)
+            sealing_keys_of(&table).await
         })
         .await
     }
@@ -265,6 +302,37 @@ impl KnowledgeBase {
                 strs(&|_| p.key_id().to_owned()),
             ],
         )
+    }
+}
+
+/// The keys the rows of a documents table are sealed under (none when plain or empty).
+pub(crate) async fn sealing_keys_of(table: &Table) -> Result<std::collections::BTreeSet<String>> {
+    use futures::TryStreamExt;
+    use lancedb::query::{ExecutableQuery, QueryBase, Select};
+    let mut keys = std::collections::BTreeSet::new();
+    if table.schema().await?.field_with_name("sealed_by").is_err() {
+        return Ok(keys);
+    }
+    let batches: Vec<RecordBatch> =
+        table.query().select(Select::columns(&["sealed_by"])).execute().await?.try_collect().await?;
+    for b in &batches {
+        let ids = str_col(b, "sealed_by")?;
+        keys.extend((0..b.num_rows()).filter(|&i| ids.is_valid(i)).map(|i| ids.value(i).to_owned()));
+    }
+    keys.retain(|k| !k.is_empty() && k != "plain");
+    Ok(keys)
+}
+
+/// A shared library's store that did not answer, said with where it is and what to check.
+fn unreachable_store(shared: Option<&SharedStore>, e: anyhow::Error) -> anyhow::Error {
+    match shared {
+        None => e,
+        Some(store) => e.context(format!(
+            "the store holding this library ({}) did not answer or refused this computer's access key; check \
+             that it is running, that this computer reaches it, and the key (nothing was changed; queued files \
+             go on when it answers)",
+            store.url
+        )),
     }
 }
 

@@ -31,21 +31,24 @@ impl KnowledgeBase {
         ann: Option<AnnParams>,
     ) -> Result<Vec<SearchHit>> {
         crate::damage::at_boundary(async move {
-            let mut q = self
-                .chunks
-                .vector_search(query.to_vec())?
-                .column("vector")
-                .distance_type(DistanceType::Cosine)
-                .limit(limit)
-                .select(Select::columns(&HIT_COLUMNS));
-            match ann {
-                None => q = q.bypass_vector_index(),
-                // The graph search must return at least limit × refine factor candidates (ef ≥ that k).
-                Some(p) => q = q.nprobes(p.nprobes)?.ef(64 + limit * p.refine as usize).refine_factor(p.refine),
+            let mut batches: Vec<RecordBatch> = Vec::new();
+            for tables in self.readable().await? {
+                let mut q = tables
+                    .chunks
+                    .vector_search(query.to_vec())?
+                    .column("vector")
+                    .distance_type(DistanceType::Cosine)
+                    .limit(limit)
+                    .select(Select::columns(&HIT_COLUMNS));
+                match ann {
+                    None => q = q.bypass_vector_index(),
+                    // The graph search must return at least limit × refine factor candidates (ef ≥ that k).
+                    Some(p) => q = q.nprobes(p.nprobes)?.ef(64 + limit * p.refine as usize).refine_factor(p.refine),
+                }
+                batches.extend(q.execute().await?.try_collect::<Vec<_>>().await?);
             }
-            let batches: Vec<RecordBatch> = q.execute().await?.try_collect().await?;
             // Cosine distance is 1 - cosine similarity.
-            Ok(best_first(self.hits(&batches, "_distance", |d| 1.0 - d).await?))
+            Ok(best_of_all(self.hits(&batches, "_distance", |d| 1.0 - d).await?, limit))
         })
         .await
     }
@@ -70,23 +73,65 @@ impl KnowledgeBase {
                 return Ok(Vec::new());
             }
             let fts = FullTextSearchQuery::new(terms).with_column("terms".into())?;
-            let batches: Vec<RecordBatch> = match self
-                .chunks
-                .query()
-                .full_text_search(fts)
-                .limit(limit)
-                .select(Select::columns(&HIT_COLUMNS))
-                .execute()
-                .await
-            {
-                Ok(stream) => stream.try_collect().await?,
-                // An empty table has no inverted index yet: no keyword hits.
-                Err(_) if self.chunk_count().await? == 0 => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            Ok(best_first(self.hits(&batches, "_score", |s| s).await?))
+            if let Some(keywords) = &self.keywords {
+                return self.search_keyword_mirror(keywords, fts, limit).await;
+            }
+            let mut batches: Vec<RecordBatch> = Vec::new();
+            for tables in self.readable().await? {
+                match tables
+                    .chunks
+                    .query()
+                    .full_text_search(fts.clone())
+                    .limit(limit)
+                    .select(Select::columns(&HIT_COLUMNS))
+                    .execute()
+                    .await
+                {
+                    Ok(stream) => batches.extend(stream.try_collect::<Vec<_>>().await?),
+                    // An empty table has no inverted index yet: no keyword hits.
+                    Err(_) if tables.chunks.count_rows(None).await? == 0 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(best_of_all(self.hits(&batches, "_score", |s| s).await?, limit))
         })
         .await
+    }
+
+    /// BM25 over a shared library: ranked in the keyword mirror (the whole library's
+    /// statistics), the passages then read from the writers' tables.
+    async fn search_keyword_mirror(
+        &self,
+        keywords: &crate::shared::KeywordMirror,
+        fts: FullTextSearchQuery,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>> {
+        let writers = self.readable().await?;
+        let ranked = keywords.search(&writers, fts, limit).await?;
+        let scores: HashMap<(&str, &str), f32> =
+            ranked.iter().map(|(w, id, score)| ((w.as_str(), id.as_str()), *score)).collect();
+        let mut hits = Vec::new();
+        for tables in &writers {
+            let ids: Vec<&str> =
+                ranked.iter().filter(|(w, _, _)| *w == tables.writer).map(|(_, id, _)| id.as_str()).collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let batches: Vec<RecordBatch> = tables
+                .chunks
+                .query()
+                .only_if(crate::in_filter("chunk_id", &ids))
+                .select(Select::columns(&HIT_COLUMNS))
+                .execute()
+                .await?
+                .try_collect()
+                .await?;
+            for mut hit in self.hits(&batches, "", |s| s).await? {
+                hit.score = scores.get(&(tables.writer.as_str(), hit.chunk_id.as_str())).copied().unwrap_or(0.0);
+                hits.push(hit);
+            }
+        }
+        Ok(best_of_all(hits, limit))
     }
 
     /// Dense and BM25 results fused with `DEFAULT_FUSION`.
@@ -100,20 +145,26 @@ impl KnowledgeBase {
         .await
     }
 
+    /// A document's chunks in order (from the first writer that holds any).
     pub async fn chunks_of(&self, doc_id: &str) -> Result<Vec<SearchHit>> {
         crate::damage::at_boundary(async move {
-            let batches: Vec<RecordBatch> = self
-                .chunks
-                .query()
-                .only_if(format!("doc_id = {}", sql_str(doc_id)))
-                .select(Select::columns(&HIT_COLUMNS))
-                .execute()
-                .await?
-                .try_collect()
-                .await?;
-            let mut hits = self.hits(&batches, "", |s| s).await?;
-            hits.sort_by_key(|h| h.seq);
-            Ok(hits)
+            for tables in self.readable().await? {
+                let batches: Vec<RecordBatch> = tables
+                    .chunks
+                    .query()
+                    .only_if(format!("doc_id = {}", sql_str(doc_id)))
+                    .select(Select::columns(&HIT_COLUMNS))
+                    .execute()
+                    .await?
+                    .try_collect()
+                    .await?;
+                let mut hits = self.hits(&batches, "", |s| s).await?;
+                if !hits.is_empty() {
+                    hits.sort_by_key(|h| h.seq);
+                    return Ok(hits);
+                }
+            }
+            Ok(Vec::new())
         })
         .await
     }
@@ -124,22 +175,26 @@ impl KnowledgeBase {
         if doc_ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let batches: Vec<RecordBatch> = self
-            .documents
-            .query()
-            .only_if(doc_id_filter(doc_ids))
-            .select(Select::columns(&["doc_id", "path"]))
-            .execute()
-            .await?
-            .try_collect()
-            .await?;
         let protection = self.protection();
         let mut out = HashMap::new();
-        for b in &batches {
-            let (ids, paths) = (str_col(b, "doc_id")?, str_col(b, "path")?);
-            for i in 0..b.num_rows() {
-                let id = ids.value(i);
-                out.insert(id.to_owned(), protection.open(&path_context(id), paths.value(i))?);
+        for tables in self.readable().await? {
+            let batches: Vec<RecordBatch> = tables
+                .documents
+                .query()
+                .only_if(doc_id_filter(doc_ids))
+                .select(Select::columns(&["doc_id", "path"]))
+                .execute()
+                .await?
+                .try_collect()
+                .await?;
+            for b in &batches {
+                let (ids, paths) = (str_col(b, "doc_id")?, str_col(b, "path")?);
+                for i in 0..b.num_rows() {
+                    let id = ids.value(i);
+                    if !out.contains_key(id) {
+                        out.insert(id.to_owned(), protection.open(&path_context(id), paths.value(i))?);
+                    }
+                }
             }
         }
         Ok(out)
@@ -195,6 +250,15 @@ impl KnowledgeBase {
         }
         Ok(out)
     }
+}
+
+/// The `limit` best of several writers' hits, each chunk once.
+fn best_of_all(hits: Vec<SearchHit>, limit: usize) -> Vec<SearchHit> {
+    let mut seen = std::collections::HashSet::new();
+    let mut hits = best_first(hits);
+    hits.retain(|h| seen.insert(h.chunk_id.clone()));
+    hits.truncate(limit);
+    hits
 }
 
 /// Hits best first, equal scores in the order of their documents' paths and places in them:

@@ -57,6 +57,37 @@ pub(crate) fn api_token() -> Result<String, VaultError> {
     }
 }
 
+/// The keychain entry holding the credentials of the store at `url` (an S3 URL).
+pub fn store_credentials_entry(url: &str) -> String {
+    format!("store {url}")
+}
+
+/// Keeps a store's access key id and secret in the keychain (one entry, both lines).
+pub fn keep_store_credentials(url: &str, key_id: &str, secret: &crate::Secret) -> Result<(), VaultError> {
+    let entry = keyring::Entry::new(SERVICE, &store_credentials_entry(url)).map_err(unavailable)?;
+    let both = zeroize::Zeroizing::new(format!("{key_id}\n{}", secret.expose()));
+    entry.set_password(&both).map_err(unavailable)
+}
+
+/// A store's access key id and secret from the keychain; `None` when it has no such entry.
+pub fn store_credentials(url: &str) -> Result<Option<(String, crate::Secret)>, VaultError> {
+    let entry = keyring::Entry::new(SERVICE, &store_credentials_entry(url)).map_err(unavailable)?;
+    match entry.get_password() {
+        Ok(both) => {
+            let both = zeroize::Zeroizing::new(both);
+            let (key_id, secret) = both.split_once('\n').ok_or_else(|| {
+                VaultError::Other(format!(
+                    "the keychain entry \"{}\" is not a key id and a secret",
+                    store_credentials_entry(url)
+                ))
+            })?;
+            Ok(Some((key_id.to_owned(), crate::Secret::new(secret))))
+        }
+        Err(keyring::Error::NoEntry) => Ok(None),
+        Err(e) => Err(unavailable(e)),
+    }
+}
+
 pub fn delete(collection: &str, key_id: &str) -> Result<(), VaultError> {
     match entry(collection, key_id)?.delete_credential() {
         Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),

@@ -31,6 +31,7 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
+pub use keychain::{keep_store_credentials, store_credentials, store_credentials_entry};
 pub use passphrase::Secret;
 pub use store::{api_token, write_private, KeyAccess, KeyInfo, KeyStore, Vault};
 
@@ -164,6 +165,14 @@ impl Protection {
 
     pub fn is_sealed(&self) -> bool {
         matches!(self, Protection::Sealed(_))
+    }
+
+    /// Whether data sealed under the key `id` opens here.
+    pub fn holds_key(&self, id: &str) -> bool {
+        match self {
+            Protection::Plain => false,
+            Protection::Sealed(ring) => ring.by_id(id).is_some(),
+        }
     }
 
     /// The id of the key new data is sealed with, or "plain".
