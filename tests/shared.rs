@@ -234,8 +234,18 @@ fn three_computers_share_a_library_on_a_garage_cluster_through_faults() {
     eprintln!("the cluster answered again {:?} after its nodes were started", back.elapsed());
     if !stopped_during.status.success() {
         assert!(text(&stopped_during.stderr).contains("stay queued"), "{}", text(&stopped_during.stderr));
-        let resumed = ok(a.quire(&["ingest"]));
-        assert!(resumed.contains("1 indexed"), "{resumed}");
+        // Just after its restart the cluster still refuses some requests for a few seconds (seen
+        // on 2 of 6 runs): the person runs the ingestion again, and the queued file is still there.
+        let mut resumed = a.quire(&["ingest"]);
+        for _ in 0..3 {
+            if resumed.status.success() {
+                break;
+            }
+            assert!(text(&resumed.stderr).contains("queued"), "{}", text(&resumed.stderr));
+            std::thread::sleep(Duration::from_secs(5));
+            resumed = a.quire(&["ingest"]);
+        }
+        assert!(ok(resumed).contains("1 indexed"));
     }
     assert!(ok(b.quire(&["list"])).contains("4ti2-first-copy.pdf"));
 

@@ -317,29 +317,36 @@ pub async fn paths_of_documents(
 ) -> Result<HashMap<String, String>> {
     crate::damage::at_boundary(async move {
         let table = crate::repair::open(dir, DOCUMENTS).await?;
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         let mut paths = HashMap::new();
-        for group in ids.chunks(500) {
-            let group: Vec<&str> = group.iter().map(String::as_str).collect();
-            let batches: Vec<RecordBatch> = table
-                .query()
-                .only_if(doc_id_filter(&group))
-                .select(Select::columns(&["doc_id", "path"]))
-                .execute()
-                .await?
-                .try_collect()
-                .await?;
-            for b in &batches {
-                let (doc_ids, stored) = (str_col(b, "doc_id")?, str_col(b, "path")?);
-                for i in 0..b.num_rows() {
-                    if let Ok(path) = protection.open(&path_context(doc_ids.value(i)), stored.value(i)) {
-                        paths.insert(doc_ids.value(i).to_owned(), path);
-                    }
-                }
+        for (id, sealed) in sealed_paths(&table, &ids).await? {
+            if let Ok(path) = protection.open(&path_context(&id), &sealed) {
+                paths.insert(id, path);
             }
         }
         Ok(paths)
     })
     .await
+}
+
+/// The stored (sealed) paths of the documents `ids` in `table`: (document id, sealed path).
+pub(crate) async fn sealed_paths(table: &lancedb::Table, ids: &[&str]) -> Result<Vec<(String, String)>> {
+    let mut found = Vec::new();
+    for group in ids.chunks(500) {
+        let batches: Vec<RecordBatch> = table
+            .query()
+            .only_if(doc_id_filter(group))
+            .select(Select::columns(&["doc_id", "path"]))
+            .execute()
+            .await?
+            .try_collect()
+            .await?;
+        for b in &batches {
+            let (doc_ids, stored) = (str_col(b, "doc_id")?, str_col(b, "path")?);
+            found.extend((0..b.num_rows()).map(|i| (doc_ids.value(i).to_owned(), stored.value(i).to_owned())));
+        }
+    }
+    Ok(found)
 }
 
 /// The version of the documents table in the data folder `dir`, read without opening the

@@ -12,7 +12,7 @@ use lancedb::DistanceType;
 
 use crate::schema::{col, str_col, HIT_COLUMNS};
 use crate::sealing::{path_context, text_context};
-use crate::{doc_id_filter, fuse, hybrid_pool, sql_str, AnnParams, KnowledgeBase, SearchHit, DEFAULT_FUSION};
+use crate::{fuse, hybrid_pool, sql_str, AnnParams, KnowledgeBase, SearchHit, DEFAULT_FUSION};
 
 impl KnowledgeBase {
     pub async fn search_dense(&self, query: &[f32], limit: usize, exact: bool) -> Result<Vec<SearchHit>> {
@@ -178,22 +178,10 @@ impl KnowledgeBase {
         let protection = self.protection();
         let mut out = HashMap::new();
         for tables in self.readable().await? {
-            let batches: Vec<RecordBatch> = tables
-                .documents
-                .query()
-                .only_if(doc_id_filter(doc_ids))
-                .select(Select::columns(&["doc_id", "path"]))
-                .execute()
-                .await?
-                .try_collect()
-                .await?;
-            for b in &batches {
-                let (ids, paths) = (str_col(b, "doc_id")?, str_col(b, "path")?);
-                for i in 0..b.num_rows() {
-                    let id = ids.value(i);
-                    if !out.contains_key(id) {
-                        out.insert(id.to_owned(), protection.open(&path_context(id), paths.value(i))?);
-                    }
+            for (id, sealed) in crate::read::sealed_paths(&tables.documents, doc_ids).await? {
+                if let std::collections::hash_map::Entry::Vacant(place) = out.entry(id) {
+                    let path = protection.open(&path_context(place.key()), &sealed)?;
+                    place.insert(path);
                 }
             }
         }
