@@ -481,7 +481,7 @@ async fn library(action: LibraryAction) -> Result<ExitCode> {
                     println!("{}", say("cli.libraryInFolder", &[("folder", &folder)]));
                 }
                 Some(link) => {
-                    let place = store_place(&link);
+                    let place = store_place(link);
                     println!("{}", say("cli.libraryInStore", &[("place", &place), ("writer", &link.writer)]));
                     let others = engine.other_writers().await?;
                     println!("{}", counted(others.len(), "cli.libraryOthers"));

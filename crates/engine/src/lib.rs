@@ -82,6 +82,8 @@ pub struct Engine {
     config: EngineConfig,
     embedder: Arc<Embedder>,
     kb: KnowledgeBase,
+    /// Where the library lives when it is shared (`store.json`, read at open).
+    store_link: Option<StoreLink>,
     llm: OnceCell<Llm>,
     jobs: std::sync::Mutex<jobs::JobQueue>,
     /// Scanned pages read and not yet stored with their document (shared with the thread that
@@ -139,7 +141,8 @@ impl Engine {
         let dir = config.embedder_dir.clone();
         let pass = config.embedder_pass;
         let embedder = tokio::task::spawn_blocking(move || Embedder::load_with(&dir, pass)).await??;
-        let store = shared_library::StoreLink::read(&config.data_dir)?.map(|link| link.shared_store()).transpose()?;
+        let store_link = StoreLink::read(&config.data_dir)?;
+        let store = store_link.as_ref().map(StoreLink::shared_store).transpose()?;
         let kb = KnowledgeBase::open_in(&config.data_dir, store.as_ref(), embedder.dim(), protection.clone()).await?;
         shared_library::refuse_keys_missing(&kb, &protection).await?;
         library_embedder::record(&config.data_dir, &config.embedder_dir, &models_dir)?;
@@ -149,6 +152,7 @@ impl Engine {
             config,
             embedder: Arc::new(embedder),
             kb,
+            store_link,
             llm: OnceCell::new(),
             jobs: std::sync::Mutex::new(jobs),
             pages_read: std::sync::Arc::new(std::sync::Mutex::new(pages_read)),
@@ -196,8 +200,8 @@ impl Engine {
     }
 
     /// Where the library lives when it is shared with other computers (`None`: in its folder).
-    pub fn store_link(&self) -> Option<StoreLink> {
-        StoreLink::read(&self.config.data_dir).ok().flatten()
+    pub fn store_link(&self) -> Option<&StoreLink> {
+        self.store_link.as_ref()
     }
 
     /// Refuses what a shared library cannot do yet: what rewrites every computer's tables.

@@ -68,14 +68,15 @@ impl StoreLink {
         self.url.starts_with("s3://")
     }
 
-    /// The store with its credentials, for the index.
+    /// The store with its credentials (the environment's or the keychain's), for the index.
     pub(crate) fn shared_store(&self) -> Result<SharedStore> {
         let credentials = if self.is_s3() { Some(credentials_for(&self.url)?) } else { None };
-        Ok(SharedStore {
-            url: self.url.clone(),
-            options: self.options(credentials.as_ref()),
-            writer: self.writer.clone(),
-        })
+        Ok(self.store_with(credentials.as_ref()))
+    }
+
+    /// The store reached with `credentials`.
+    fn store_with(&self, credentials: Option<&StoreCredentials>) -> SharedStore {
+        SharedStore { url: self.url.clone(), options: self.options(credentials), writer: self.writer.clone() }
     }
 
     /// LanceDB's storage options: path-style requests (Garage serves no per-bucket host names),
@@ -181,8 +182,7 @@ pub async fn attach_store(
         region: place.region.filter(|r| !r.is_empty()),
         writer: new_writer_id(),
     };
-    let store =
-        SharedStore { url: url.clone(), options: link.options(credentials.as_ref()), writer: link.writer.clone() };
+    let store = link.store_with(credentials.as_ref());
     let writers = tokio::time::timeout(quire_index::STORE_ANSWERS_WITHIN, quire_index::writers_in_store(&store))
         .await
         .map_err(|_| {
